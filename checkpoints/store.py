@@ -1,0 +1,153 @@
+"""Content-addressed blob store (sha256 -> bytes) in the run database.
+
+File trees, screenshots, logs and long messages live here; graph state holds only their hashes, so
+a checkpoint stays a few kilobytes and storage grows with what changed, not with project size
+times steps. A file tree is a *manifest*: a JSON blob mapping relative paths to content hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+# Folders that are build output or caches, never part of a project's snapshot.
+SKIPPED_DIRS = frozenset({"node_modules", ".git", "dist", "build", ".vite", ".next", ".cache", ".turbo"})
+# Files the agent itself writes into a workspace.
+SKIPPED_FILES = frozenset({".webgen-manifest", ".webgen-deps"})
+# Compressing tiny blobs costs more than it saves.
+_COMPRESS_FROM = 256
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def open_database(path: str | Path) -> sqlite_utils.Database:
+    """Open (creating folders) a database in WAL mode, safe for several runs at once."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=60000")
+    return sqlite_utils.Database(conn)
+
+
+class BlobStore:
+    """sha256-keyed blobs in table ``blobs`` (zlib-compressed when that helps)."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.path = Path(db_path)
+        self.db = open_database(self.path)
+        self._lock = threading.Lock()
+        if "blobs" not in self.db.table_names():
+            self.db["blobs"].create(
+                {"hash": str, "size": int, "codec": str, "data": bytes}, pk="hash", if_not_exists=True
+            )
+
+    # -- bytes -------------------------------------------------------------------------------
+    def put(self, data: bytes) -> str:
+        digest = sha256(data)
+        codec, payload = "raw", data
+        if len(data) >= _COMPRESS_FROM:
+            packed = zlib.compress(data, 1)
+            if len(packed) < len(data) * 0.9:
+                codec, payload = "zlib", packed
+        with self._lock:
+            self.db.execute(
+                "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)",
+                [digest, len(data), codec, payload],
+            )
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        with self._lock:
+            row = self.db.execute("SELECT codec, data FROM blobs WHERE hash = ?", [digest]).fetchone()
+        if row is None:
+            raise KeyError(f"blob {digest[:12]} is not in {self.path}")
+        codec, payload = row
+        return zlib.decompress(payload) if codec == "zlib" else bytes(payload)
+
+    def has(self, digest: str) -> bool:
+        with self._lock:
+            return self.db.execute("SELECT 1 FROM blobs WHERE hash = ?", [digest]).fetchone() is not None
+
+    def stored_bytes(self) -> int:
+        """Bytes the blobs take on disk (after compression)."""
+        with self._lock:
+            return int(self.db.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+
+    # -- text and JSON -----------------------------------------------------------------------
+    def put_text(self, text: str) -> str:
+        return self.put(text.encode("utf-8"))
+
+    def get_text(self, digest: str) -> str:
+        return self.get(digest).decode("utf-8")
+
+    def put_json(self, value: Any) -> str:
+        return self.put(json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+
+    def get_json(self, digest: str) -> Any:
+        return json.loads(self.get(digest))
+
+    # -- file trees --------------------------------------------------------------------------
+    def snapshot(self, root: Path) -> str:
+        """Store every project file under ``root``; return the manifest hash."""
+        files: dict[str, str] = {}
+        for path in iter_project_files(root):
+            files[path.relative_to(root).as_posix()] = self.put(path.read_bytes())
+        return self.put_json({"files": files})
+
+    def manifest(self, digest: str) -> dict[str, str]:
+        return dict(self.get_json(digest)["files"])
+
+    def materialize(self, digest: str, dest: Path) -> None:
+        """Make ``dest`` hold exactly the manifest's files (build folders such as node_modules stay)."""
+        wanted = self.manifest(digest)
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in list(iter_project_files(dest)):
+            rel = path.relative_to(dest).as_posix()
+            if rel not in wanted:
+                path.unlink()
+        for rel, blob in wanted.items():
+            target = dest / rel
+            data = self.get(blob)
+            if target.is_file() and not target.is_symlink() and sha256(target.read_bytes()) == blob:
+                continue
+            if target.is_symlink():
+                target.unlink()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        _remove_empty_dirs(dest)
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+
+def iter_project_files(root: Path):
+    """Regular files of a project, skipping build and dependency folders and symlinks."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+        for name in sorted(filenames):
+            if name in SKIPPED_FILES:
+                continue
+            path = Path(dirpath) / name
+            if path.is_file() and not path.is_symlink():
+                yield path
+
+
+def _remove_empty_dirs(root: Path) -> None:
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        path = Path(dirpath)
+        if path == root or any(part in SKIPPED_DIRS for part in path.relative_to(root).parts):
+            continue
+        if not filenames and not dirnames:
+            path.rmdir()

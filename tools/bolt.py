@@ -1,0 +1,171 @@
+"""Parser for the bolt-style edit format the WebGen-Agent / WebGen-LM coders write.
+
+A reply is one of: a code edit (``<boltArtifact>`` holding ``<boltAction type="file" filePath=...>``
+whole files and ``<boltAction type="shell">`` commands), the control word ``screenshot_validated``
+(run the GUI test on the current code) or ``finish``. Anything else is malformed, and the problems
+are written for the model to read. Hand-written with regular expressions because the format is
+XML-like but not XML (raw JSX, unescaped ``<`` and ``&`` inside file bodies).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+ReplyKind = Literal["edit", "screenshot_validated", "finish", "malformed"]
+CONTROL_WORDS: tuple[str, ...] = ("screenshot_validated", "finish")
+# Upstream treats a control-word reply longer than this as malformed.
+CONTROL_REPLY_MAX_CHARS = 400
+
+_ATTR = re.compile(r"""([A-Za-z_:][\w:.-]*)\s*=\s*("([^"]*)"|'([^']*)')""")
+_ARTIFACT_OPEN = re.compile(r"<boltArtifact\b([^>]*)>", re.IGNORECASE)
+_ARTIFACT_CLOSE = re.compile(r"</boltArtifact\s*>", re.IGNORECASE)
+_ACTION = re.compile(r"<boltAction\b([^>]*)>(.*?)</boltAction\s*>", re.IGNORECASE | re.DOTALL)
+_ACTION_OPEN = re.compile(r"<boltAction\b", re.IGNORECASE)
+_FENCE = re.compile(r"^```[\w-]*\n(.*)\n```\s*$", re.DOTALL)
+
+
+class FileAction(BaseModel):
+    path: str = Field(description="filePath as written by the model (checked later for safety).")
+    content: str = Field(description="The whole file, HTML entities unescaped.")
+
+
+class ParsedReply(BaseModel):
+    kind: ReplyKind
+    files: list[FileAction] = Field(default_factory=list)
+    shell: list[str] = Field(default_factory=list)
+    title: str = ""
+    problems: list[str] = Field(default_factory=list, description="Format problems, written for the model.")
+    format_ok: bool = Field(default=True, description="False for replies upstream rewards with -1.")
+
+    def summary(self) -> str:
+        """One line describing the reply, for step tables and reports."""
+        if self.kind != "edit":
+            return self.kind
+        paths = ", ".join(f.path for f in self.files[:6])
+        more = f" (+{len(self.files) - 6} more)" if len(self.files) > 6 else ""
+        shell = f"; {len(self.shell)} shell" if self.shell else ""
+        return f"{len(self.files)} file(s): {paths}{more}{shell}"
+
+
+def parse_attributes(text: str) -> dict[str, str]:
+    """Attributes in any order, single or double quotes, names case-insensitive."""
+    attrs: dict[str, str] = {}
+    for match in _ATTR.finditer(text):
+        value = match.group(3) if match.group(3) is not None else match.group(4)
+        attrs[match.group(1).lower()] = html.unescape(value)
+    return attrs
+
+
+def _strip_fence(text: str) -> str:
+    match = _FENCE.match(text.strip())
+    return match.group(1) if match else text
+
+
+def _control_word(text: str) -> str | None:
+    bare = re.sub(r"[`*_\"'.!\s]+", " ", text).strip().lower()
+    for word in CONTROL_WORDS:
+        if bare == word or bare == word.replace("_", " "):
+            return word
+        if re.search(rf"(?<![\w]){word}(?![\w])", text, re.IGNORECASE):
+            return word
+    return None
+
+
+def is_repetitive(text: str) -> bool:
+    """Heavy repetition: a long reply mostly made of the same few lines (degenerate sampling)."""
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 12]
+    if len(lines) < 60:
+        return False
+    most_common = Counter(lines).most_common(1)[0][1]
+    return most_common / len(lines) > 0.4
+
+
+def parse_reply(text: str) -> ParsedReply:
+    """Classify and parse one coder reply; never raises."""
+    if not text or not text.strip():
+        return ParsedReply(
+            kind="malformed",
+            format_ok=False,
+            problems=["The reply was empty. Reply with a <boltArtifact> holding whole files, or a control word."],
+        )
+    body = _strip_fence(text)
+    has_action = bool(_ACTION_OPEN.search(body))
+    if not has_action:
+        word = _control_word(body)
+        if word is not None:
+            if len(body.strip()) > CONTROL_REPLY_MAX_CHARS:
+                return ParsedReply(
+                    kind=word,  # honoured, but scored as malformed like upstream
+                    format_ok=False,
+                    problems=[f"A '{word}' reply should be the word alone, not {len(body.strip())} characters."],
+                )
+            return ParsedReply(kind=word)
+        return ParsedReply(
+            kind="malformed",
+            format_ok=False,
+            problems=[
+                "No <boltArtifact> with <boltAction type=\"file\" filePath=\"...\"> was found, and no control "
+                "word. Write every changed file whole inside boltAction tags, or reply 'screenshot_validated' "
+                "or 'finish'."
+            ],
+        )
+
+    problems: list[str] = []
+    opens = len(_ARTIFACT_OPEN.findall(body))
+    closes = len(_ARTIFACT_CLOSE.findall(body))
+    if opens == 0:
+        problems.append("The boltAction tags were not inside a <boltArtifact>; they were applied anyway.")
+    elif opens != closes:
+        problems.append("A <boltArtifact> tag was not closed with </boltArtifact>.")
+    title_match = _ARTIFACT_OPEN.search(body)
+    title = parse_attributes(title_match.group(1)).get("title", "") if title_match else ""
+
+    files: list[FileAction] = []
+    shell: list[str] = []
+    closed_actions = 0
+    for match in _ACTION.finditer(body):
+        closed_actions += 1
+        attrs = parse_attributes(match.group(1))
+        content = html.unescape(match.group(2))
+        kind = attrs.get("type", "").lower()
+        if kind == "file":
+            path = attrs.get("filepath") or attrs.get("path") or ""
+            if not path:
+                problems.append("A file action had no filePath attribute and was skipped.")
+                continue
+            files.append(FileAction(path=path.strip(), content=_strip_leading_newline(content)))
+        elif kind == "shell":
+            if content.strip():
+                shell.append(content.strip())
+        else:
+            problems.append(f"Unknown boltAction type {kind or '(none)'!r} was skipped.")
+    total_actions = len(_ACTION_OPEN.findall(body))
+    if closed_actions < total_actions:
+        problems.append(
+            f"{total_actions - closed_actions} <boltAction> tag(s) were not closed with </boltAction>; "
+            "the reply may have been cut off. Those files were not written."
+        )
+    format_ok = True
+    outside = _ACTION.sub("", body)
+    if _control_word(outside) is not None and re.search(r"(?m)^\W*(screenshot_validated|finish)\W*$", outside):
+        problems.append("A control word was mixed with code; it was ignored and the code applied.")
+        format_ok = False
+    if is_repetitive(body):
+        problems.append("The reply repeats the same lines many times.")
+        format_ok = False
+    if not files and not shell:
+        problems.append("The artifact held no usable file or shell action.")
+        return ParsedReply(kind="malformed", title=title, problems=problems, format_ok=False)
+    if any("not closed" in p for p in problems):
+        format_ok = False
+    return ParsedReply(kind="edit", files=files, shell=shell, title=title, problems=problems, format_ok=format_ok)
+
+
+def _strip_leading_newline(content: str) -> str:
+    # Models put the file body on the line after the tag; that first newline is not file content.
+    return content[1:] if content.startswith("\n") else content
