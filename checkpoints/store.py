@@ -109,9 +109,12 @@ class BlobStore:
     def manifest(self, digest: str) -> dict[str, str]:
         return dict(self.get_json(digest)["files"])
 
-    def materialize(self, digest: str, dest: Path) -> None:
-        """Make ``dest`` hold exactly the manifest's files (build folders such as node_modules stay)."""
-        wanted = self.manifest(digest)
+    def materialize(self, digest: str | None, dest: Path) -> None:
+        """Make ``dest`` hold exactly the manifest's files (build folders such as node_modules stay).
+
+        ``None`` is the empty project.
+        """
+        wanted = self.manifest(digest) if digest else {}
         dest.mkdir(parents=True, exist_ok=True)
         for path in list(iter_project_files(dest)):
             rel = path.relative_to(dest).as_posix()
@@ -145,9 +148,10 @@ def iter_project_files(root: Path):
 
 
 def _remove_empty_dirs(root: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        path = Path(dirpath)
-        if path == root or any(part in SKIPPED_DIRS for part in path.relative_to(root).parts):
-            continue
-        if not filenames and not dirnames:
-            path.rmdir()
+    folders: list[Path] = []
+    for dirpath, dirnames, _filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
+        folders.extend(Path(dirpath) / d for d in dirnames)
+    for folder in reversed(folders):  # deepest first
+        if not any(folder.iterdir()):
+            folder.rmdir()

@@ -1,0 +1,157 @@
+"""Running the workflow from Python: one requirement in, a result out; resume an interrupted run.
+
+This is what the CLI calls and what host applications embed. Each run is one checkpoint thread
+(``thread_id`` = ``run_id``) in the SQLite database; ``group_id`` (e.g. a benchmark instruction id)
+travels in the run metadata so trajectories of one instruction can be found together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
+from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
+from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.graph.builder import compile_graph
+from webgen_agent.graph.context import DEFAULT_DB, AgentContext
+from webgen_agent.graph.resources import Resources, _bound, use_resources
+from webgen_agent.graph.state import InputState
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+# Settings that shape a run's behaviour (not secrets); recorded so resume and fork keep them.
+RUN_SETTINGS = ("max_steps", "error_limit", "backtrack", "select_best", "appearance_threshold", "critic",
+                "gui_max_actions", "allow_shell", "viewport_width", "viewport_height")
+
+
+class RunResult(BaseModel):
+    run_id: str
+    status: str
+    out_dir: str
+    site_dir: str | None
+    chosen_step: int | None
+    summary: RunSummary
+
+
+def run_config(run_id: str, group_id: str = "") -> dict[str, Any]:
+    return {
+        "configurable": {"thread_id": run_id},
+        "metadata": {"run_id": run_id, "group_id": group_id},
+        "recursion_limit": 10_000,
+    }
+
+
+@contextlib.asynccontextmanager
+async def bound_resources(db_path: Path, context: AgentContext) -> AsyncIterator[Resources]:
+    """The resources already bound by the caller, or a fresh set closed at the end."""
+    existing = _bound.get()
+    if existing is not None:
+        yield existing
+        return
+    async with use_resources(Resources(db_path, chromium=context.chromium)) as resources:
+        yield resources
+
+
+async def _drive(
+    graph_input: InputState | None,
+    *,
+    record: RunRecord,
+    context: AgentContext,
+    db_path: Path,
+    on_progress: ProgressCallback | None,
+) -> RunResult:
+    runs = RunIndex(db_path)
+    runs.start(record)
+    config = run_config(record.run_id, record.group_id)
+    async with bound_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
+        graph = compile_graph(saver)
+        try:
+            async for mode, chunk in graph.astream(
+                graph_input, config, context=context, stream_mode=["custom", "updates"]
+            ):
+                if mode == "custom" and on_progress is not None and isinstance(chunk, dict) and "webgen" in chunk:
+                    on_progress(chunk["webgen"])
+        except BaseException as exc:
+            # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
+            interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or exc.__class__.__name__ == "CancelledError"
+            runs.update(record.run_id, status="interrupted" if interrupted else "failed", error=str(exc)[:2000])
+            raise
+        state = (await graph.aget_state(config)).values
+        summary = write_run_outputs(Path(record.out_dir), state, resources.store)
+    best = [s for s in summary.steps if s.index == summary.chosen_step]
+    runs.update(
+        record.run_id,
+        status=state.get("status", "finished"),
+        chosen_step=summary.chosen_step,
+        steps=len(summary.steps),
+        best_screenshot=best[0].screenshot_score if best else 0,
+        best_gui=best[0].gui_score if best else 0,
+    )
+    return RunResult(
+        run_id=record.run_id,
+        status=state.get("status", "finished"),
+        out_dir=record.out_dir,
+        site_dir=state.get("site_dir"),
+        chosen_step=summary.chosen_step,
+        summary=summary,
+    )
+
+
+async def run_requirement(
+    requirement: str,
+    *,
+    context: AgentContext,
+    run_id: str | None = None,
+    out_dir: str | Path | None = None,
+    group_id: str = "",
+    db_path: str | Path = DEFAULT_DB,
+    on_progress: ProgressCallback | None = None,
+) -> RunResult:
+    """Run the whole workflow for one requirement and return where the site is."""
+    if not requirement.strip():
+        raise ValueError("the requirement is empty")
+    run_id = run_id or new_run_id()
+    out = Path(out_dir) if out_dir else Path(context.runs_dir) / run_id
+    record = RunRecord(
+        run_id=run_id,
+        group_id=group_id,
+        requirement=requirement,
+        out_dir=str(out.resolve()),
+        settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
+    )
+    if RunIndex(db_path).get(run_id) is not None:
+        raise ValueError(f"run {run_id} already exists; resume it or choose another --run-id")
+    graph_input: InputState = {
+        "requirement": requirement,
+        "run_id": run_id,
+        "out_dir": record.out_dir,
+        "group_id": group_id,
+    }
+    return await _drive(graph_input, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+
+
+async def resume_run(
+    run_id: str,
+    *,
+    context: AgentContext,
+    db_path: str | Path = DEFAULT_DB,
+    on_progress: ProgressCallback | None = None,
+) -> RunResult:
+    """Continue an interrupted or failed run from its last checkpoint, into the same folder."""
+    runs = RunIndex(db_path)
+    record = runs.get(run_id)
+    if record is None:
+        raise ValueError(f"no run {run_id} in {db_path}")
+    if record.status == "running":
+        raise ValueError(f"run {run_id} is still running (pid {record.pid})")
+    if record.status == "finished":
+        raise ValueError(f"run {run_id} already finished")
+    # The dead process's servers and browser may still be running.
+    Resources.reap_orphans(Path(db_path))
+    return await _drive(None, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)

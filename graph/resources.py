@@ -1,0 +1,101 @@
+"""Live objects a run uses (blob store, shared Chromium, dev servers, process registry).
+
+They cannot travel in state or in the JSON context, so a host binds them for the duration of its
+runs with ``use_resources``; nodes read them with ``get_resources()``. LangGraph copies the
+caller's contextvars into node tasks, so concurrent runs in one process may each bind their own.
+When nothing is bound (the LangGraph dev server / Studio), one set per process is created from the
+environment on first use and closed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from pathlib import Path
+
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.graph.context import AgentContext, Settings, find_chromium
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.process import ProcessRegistry
+from webgen_agent.tools.site import SiteRunner
+
+
+class Resources:
+    """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
+
+    def __init__(self, db_path: str | Path, *, chromium: str = "", deps_cache_dir: Path | None = None) -> None:
+        self.db_path = Path(db_path)
+        self.store = BlobStore(self.db_path)
+        self.chromium = chromium
+        self.registry = ProcessRegistry(self.db_path.parent / "processes.json")
+        self.deps_cache_dir = deps_cache_dir or self.db_path.parent / "deps-cache"
+        self._browser: SharedBrowser | None = None
+        self._browser_lock = asyncio.Lock()
+        self._sites: dict[Path, SiteRunner] = {}
+
+    async def browser(self, context: AgentContext) -> SharedBrowser:
+        async with self._browser_lock:
+            if self._browser is None:
+                self._browser = SharedBrowser(find_chromium(context.chromium or self.chromium), registry=self.registry)
+                await self._browser.start()
+            return self._browser
+
+    def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
+        key = workspace.resolve()
+        runner = self._sites.get(key)
+        if runner is None:
+            runner = SiteRunner(
+                key,
+                registry=self.registry,
+                install_timeout_s=context.install_timeout_s,
+                start_timeout_s=context.start_timeout_s,
+                log_dir=key.parent / "logs",
+                deps_cache_dir=self.deps_cache_dir,
+            )
+            self._sites[key] = runner
+        return runner
+
+    async def stop_site(self, workspace: Path) -> None:
+        runner = self._sites.pop(workspace.resolve(), None)
+        if runner is not None:
+            await runner.stop()
+
+    async def close(self) -> None:
+        """Stop every server and the browser this process started."""
+        for workspace in list(self._sites):
+            await self.stop_site(workspace)
+        if self._browser is not None:
+            await self._browser.close()
+            self._browser = None
+        self.registry.kill_all()
+        self.store.close()
+
+
+_bound: ContextVar[Resources | None] = ContextVar("webgen_resources", default=None)
+_process_default: Resources | None = None
+
+
+@contextlib.asynccontextmanager
+async def use_resources(resources: Resources) -> AsyncIterator[Resources]:
+    """Bind ``resources`` for the runs started inside the block, and close them at its end."""
+    token = _bound.set(resources)
+    try:
+        yield resources
+    finally:
+        _bound.reset(token)
+        await resources.close()
+
+
+def get_resources() -> Resources:
+    global _process_default
+    bound = _bound.get()
+    if bound is not None:
+        return bound
+    if _process_default is None:
+        settings = Settings()
+        _process_default = Resources(settings.db, chromium=settings.chromium)
+        atexit.register(_process_default.registry.kill_all)
+    return _process_default

@@ -1,0 +1,78 @@
+"""One coder turn, shared by the Generator and the Refiner: send the conversation, record the step."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.runtime import Runtime
+
+from webgen_agent.graph.context import AgentContext
+from webgen_agent.graph.state import AgentState, ChatRef, Step
+from webgen_agent.nodes.common import Update, store, usage_record
+from webgen_agent.tools.bolt import parse_reply
+from webgen_agent.tools.models import complete
+
+
+def load_messages(refs: list[ChatRef]) -> list[dict[str, str]]:
+    blobs = store()
+    return [{"role": ref["role"], "content": blobs.get_text(ref["hash"])} for ref in refs]
+
+
+def chat_ref(role: Literal["system", "user", "assistant"], text: str) -> ChatRef:
+    return {"role": role, "hash": store().put_text(text)}
+
+
+async def coder_turn(
+    state: AgentState,
+    runtime: Runtime[AgentContext],
+    *,
+    node_name: Literal["generator", "refiner"],
+    conversation: list[ChatRef],
+    parent: int | None,
+) -> Update:
+    """Ask the coder with ``conversation`` and record the reply as a new step."""
+    completion = await complete(runtime.context.coder, "coder", load_messages(conversation))
+    parsed = parse_reply(completion.text)
+    index = len(state.get("steps") or [])
+    action = parsed.kind
+    tests_step = None
+    problems = list(parsed.problems)
+    if action == "screenshot_validated":
+        tests_step = state.get("edit_step")
+        if tests_step is None:
+            action = "malformed"
+            problems.append("There is no code to test yet: write the project first.")
+    if action == "finish" and state.get("edit_step") is None:
+        action = "malformed"
+        problems.append("There is no website yet, so 'finish' is premature: write the project first.")
+    answer = chat_ref("assistant", completion.text)
+    step: Step = {
+        "index": index,
+        "role": node_name,
+        "action": action,
+        "parent": parent,
+        "tests_step": tests_step,
+        "prompt_len": len(conversation),
+        "prompt": store().put_json(conversation),
+        "completion": answer["hash"],
+        "summary": parsed.summary() if action == parsed.kind else action,
+        "format_ok": parsed.format_ok and action != "malformed",
+        "problems": problems,
+        "screenshot_score": 0,
+        "gui_score": 0,
+        "errored": action == "malformed",
+        "model": completion.model,
+        "tokens": {node_name: usage_record(completion.usage)},
+    }
+    if completion.logprobs is not None:
+        step["logprobs"] = store().put_json(completion.logprobs)
+    update: Update = {
+        "messages": [*conversation, answer],
+        "current": index,
+        "steps": [step],
+        "feedback": None,
+        "_message": f"step {index}: {step['summary']}",
+    }
+    if action == "malformed":
+        update["consecutive_errors"] = state.get("consecutive_errors", 0) + 1
+    return update

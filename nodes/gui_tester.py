@@ -1,0 +1,102 @@
+"""GUI-Tester: a browser-use agent clicks through the required functions; the feedback model judges.
+
+The test instruction is written once per run. The verdict is credited to the code-edit step under
+test (for a ``screenshot_validated`` turn, the edit step before it).
+"""
+
+from __future__ import annotations
+
+import base64
+
+from langgraph.runtime import Runtime
+
+from webgen_agent.graph.context import AgentContext, api_key_for, find_chromium
+from webgen_agent.graph.resources import get_resources
+from webgen_agent.graph.state import AgentState, Step
+from webgen_agent.nodes import prompts
+from webgen_agent.nodes.common import Update, current_step, edit_step, node, usage_record, workspace_dir
+from webgen_agent.nodes.views import GuiVerdict, TestInstruction
+from webgen_agent.tools.gui_agent import GuiRun, run_gui_agent
+from webgen_agent.tools.models import Usage, ask_structured
+
+
+async def write_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage]:
+    messages = [{"role": "user", "content": prompts.test_instruction_user(requirement)}]
+    answer = await ask_structured(context.feedback, "feedback", messages, TestInstruction)
+    if answer.value is None:
+        # Still test something useful: the requirement itself is a usable instruction.
+        return f"Check that the website does what this asks: {requirement}", answer.usage
+    return answer.value.instruction, answer.usage
+
+
+def verdict_messages(state: AgentState, instruction: str, run: GuiRun) -> list[dict]:
+    text = prompts.gui_verdict_user(
+        state["requirement"], instruction, [a.describe() for a in run.actions], run.final_answer, run.stopped_reason
+    )
+    content: list[dict] = [{"type": "text", "text": text}]
+    if run.final_screenshot_png:
+        image = base64.b64encode(run.final_screenshot_png).decode("ascii")
+        content.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}})
+    return [{"role": "user", "content": content}]
+
+
+@node("gui_tester")
+async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    context = runtime.context
+    resources = get_resources()
+    step = current_step(state)
+    target = edit_step(state)
+    if target is None:
+        raise RuntimeError("gui_tester reached with no code-edit step to test")
+    usage = Usage()
+    instruction = state.get("test_instruction")
+    update: Update = {}
+    if not instruction:
+        instruction, usage = await write_test_instruction(context, state["requirement"])
+        update["test_instruction"] = instruction
+
+    site = resources.site(workspace_dir(state), context)
+    served = await site.ensure_running(None)  # restarts a server that died since the edit step
+    if not served.ok or not served.url:
+        run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
+    else:
+        browser = await resources.browser(context)
+        run = await run_gui_agent(
+            url=served.url,
+            task=prompts.gui_task(served.url, instruction),
+            model=context.vlm.model,
+            base_url=context.vlm.base_url,
+            api_key=api_key_for(context.vlm, "vlm"),
+            max_actions=context.gui_max_actions,
+            timeout_s=context.gui_timeout_s,
+            chromium_path=find_chromium(context.chromium),
+            cdp_url=browser.cdp_url,
+            viewport=(context.viewport_width, context.viewport_height),
+        )
+    usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
+    answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)
+    usage = usage + answer.usage
+    if answer.value is not None:
+        passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
+    else:
+        passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
+    blobs = resources.store
+    record = run.model_dump(mode="json", exclude={"final_screenshot_png"})
+    if run.final_screenshot_png:
+        record["final_screenshot"] = blobs.put(run.final_screenshot_png)
+    results: Step = {
+        "index": target["index"],
+        "gui_score": score,
+        "gui_passed": passed,
+        "gui_suggestions": suggestions,
+        "gui_run": blobs.put_json({"instruction": instruction, **record}),
+    }
+    patches: list[Step] = [results]
+    own: Step = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
+    if step["index"] != target["index"]:
+        # The control-word step reports what its test found.
+        own.update({k: v for k, v in results.items() if k != "index"})  # type: ignore[misc]
+        own["screenshot_score"] = target.get("screenshot_score", 0)
+    patches.append(own)
+    update.update(steps=patches, _message=f"GUI {'passed' if passed else 'failed'} {score}/5")
+    return update

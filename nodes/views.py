@@ -1,0 +1,59 @@
+"""Pydantic types of what the models answer (structured outputs) and what nodes pass around."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ScreenshotJudgement(BaseModel):
+    """The VLM's verdict on the landing page screenshot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str = Field(description="What the page shows: layout, content, colours, visible problems.")
+    score: int = Field(
+        ge=1,
+        le=5,
+        description="1 broken or unrelated, 2 poor, 3 acceptable, 4 good, 5 polished and complete.",
+    )
+    suggestions: list[str] = Field(description="Concrete fixes to the appearance, most important first.")
+
+
+class TestInstruction(BaseModel):
+    """The single GUI test the feedback model writes from the requirement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instruction: str = Field(
+        description="Step-by-step instruction for a browser agent covering every required function."
+    )
+
+
+class GuiVerdict(BaseModel):
+    """The feedback model's summary of one GUI-agent run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool = Field(description="True only if every required function worked as described.")
+    score: int = Field(ge=1, le=5, description="1 nothing works ... 5 everything works smoothly.")
+    suggestions: list[str] = Field(description="What to fix in the code, most important first.")
+
+
+class RequirementCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    requirement: str = Field(description="One requirement, quoted or paraphrased briefly.")
+    status: Literal["met", "partly", "unmet"]
+    evidence: str = Field(description="What in the results shows this (screenshot, test, error).")
+
+
+class Critique(BaseModel):
+    """The llm Critic's diagnosis and repair plan (WebLoop-style)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    checks: list[RequirementCheck] = Field(description="Every requirement, one by one.")
+    diagnosis: str = Field(description="The root cause of what is wrong, in a few sentences.")
+    plan: list[str] = Field(description="Ordered, concrete code changes to make next.")
