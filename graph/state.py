@@ -28,7 +28,7 @@ class Step(TypedDict, total=False):
     role: Literal["generator", "refiner"]
     action: StepAction
     parent: int | None  # step whose files and conversation this one built on
-    tests_step: int | None  # for a control-word step: the edit step it asked to test
+    tests_step: int | None  # for a control-word step: the code-edit step it refers to
     prompt_len: int  # number of messages the coder was sent
     prompt: str  # blob hash of the JSON list of ChatRef the coder was sent (exactly)
     completion: str  # blob hash of the coder's raw output

@@ -37,14 +37,12 @@ async def coder_turn(
     action = parsed.kind
     tests_step = None
     problems = list(parsed.problems)
-    if action == "screenshot_validated":
+    if action in ("screenshot_validated", "finish"):
+        # A control word refers to the latest code edit on this branch.
         tests_step = state.get("edit_step")
         if tests_step is None:
             action = "malformed"
-            problems.append("There is no code to test yet: write the project first.")
-    if action == "finish" and state.get("edit_step") is None:
-        action = "malformed"
-        problems.append("There is no website yet, so 'finish' is premature: write the project first.")
+            problems.append(f"There is no website yet, so '{parsed.kind}' is premature: write the project first.")
     answer = chat_ref("assistant", completion.text)
     step: Step = {
         "index": index,

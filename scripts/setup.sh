@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Set up a fresh machine: system Chromium (and Node.js if missing), a virtualenv, the project with
+# its test extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]}" fonts-liberation
+fi
+
+PYTHON="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

@@ -1,0 +1,72 @@
+"""The whole loop, end to end: scripted model over HTTP, real npm + Vite, real Chromium, real browser-use.
+
+This is the built-in demo scenario (README): a syntax error the executor catches, a bare page judged
+poorly, a good-looking page whose Add button is broken (the GUI agent finds out), and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from webgen_agent.graph.demo import run_demo
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+async def demo_result(tmp_path_factory, deps_cache_dir, chromium_path):
+    os.environ["WEBGEN_CHROMIUM"] = chromium_path
+    base = tmp_path_factory.mktemp("demo")
+    result = await run_demo(out_dir=base / "out", db_path=base / "db" / "webgen.db", console=None)
+    return result, base
+
+
+async def test_demo_story_is_played_for_real(demo_result):
+    result, _ = demo_result
+    assert result.status == "finished"
+    steps = {s.index: s for s in result.summary.steps}
+    assert sorted(steps) == [0, 1, 2, 3]
+
+    assert steps[0].errored and steps[0].execution_stage == "render"
+    assert "App.jsx" in (steps[0].execution_error or "")
+    assert steps[0].screenshot_score == 0
+
+    assert (steps[1].screenshot_score, steps[1].errored, steps[1].gui_score) == (2, True, 0)
+    assert (steps[2].screenshot_score, steps[2].gui_passed, steps[2].gui_score) == (4, False, 2)
+    assert (steps[3].screenshot_score, steps[3].gui_passed, steps[3].gui_score) == (5, True, 5)
+    assert result.chosen_step == 3
+
+
+async def test_demo_outputs_site_screenshots_and_accounting(demo_result):
+    result, _ = demo_result
+    out = Path(result.out_dir)
+    app = (out / "site" / "src" / "App.jsx").read_text()
+    assert "setItems([...items, text])" in app
+    assert not (out / "site" / "node_modules").exists()
+    for index in range(4):
+        png = (out / "steps" / f"{index}.png").read_bytes()
+        assert png.startswith(b"\x89PNG")
+    run = json.loads((out / "run.json").read_text())
+    assert run["chosen_step"] == 3 and len(run["steps"]) == 4
+    step3 = run["steps"][3]
+    assert {"refiner", "executor", "screenshot_judge", "gui_tester"} <= set(step3["timings"])
+    assert step3["tokens"]["refiner"]["output"] > 0 and step3["tokens"]["gui_tester"]["calls"] >= 3
+    assert run["input_tokens"] > 0 and run["wall_seconds"] > 0
+
+
+async def test_demo_leaves_no_server_or_browser_behind(demo_result):
+    result, _ = demo_result
+    workspace = str(Path(result.out_dir) / "workspace")
+    leftovers = []
+    for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        try:
+            if proc.info["cwd"] and proc.info["cwd"].startswith(workspace):
+                leftovers.append(proc.info)
+        except psutil.Error:
+            continue
+    assert leftovers == []
