@@ -10,7 +10,6 @@ environment on first use and closed at interpreter exit.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
@@ -23,6 +22,11 @@ from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
 
 
+def registry_for(db_path: Path) -> ProcessRegistry:
+    """Every agent process using one database records its process groups in one registry."""
+    return ProcessRegistry(Path(db_path).parent / "processes.jsonl")
+
+
 class Resources:
     """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
 
@@ -30,11 +34,17 @@ class Resources:
         self.db_path = Path(db_path)
         self.store = BlobStore(self.db_path)
         self.chromium = chromium
-        self.registry = ProcessRegistry(self.db_path.parent / "processes.json")
+        self.registry = registry_for(self.db_path)
+        self.registry.register_atexit()
         self.deps_cache_dir = deps_cache_dir or self.db_path.parent / "deps-cache"
         self._browser: SharedBrowser | None = None
         self._browser_lock = asyncio.Lock()
         self._sites: dict[Path, SiteRunner] = {}
+
+    @staticmethod
+    def reap_orphans(db_path: Path) -> list[int]:
+        """Kill servers and browsers left running by agent processes that died (kill -9, reboot)."""
+        return registry_for(db_path).reap()
 
     async def browser(self, context: AgentContext) -> SharedBrowser:
         async with self._browser_lock:
@@ -97,5 +107,4 @@ def get_resources() -> Resources:
     if _process_default is None:
         settings = Settings()
         _process_default = Resources(settings.db, chromium=settings.chromium)
-        atexit.register(_process_default.registry.kill_all)
     return _process_default

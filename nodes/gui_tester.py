@@ -16,7 +16,7 @@ from webgen_agent.graph.state import AgentState, Step
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, usage_record, workspace_dir
 from webgen_agent.nodes.views import GuiVerdict, TestInstruction
-from webgen_agent.tools.gui_agent import GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
 
 
@@ -29,9 +29,15 @@ async def write_test_instruction(context: AgentContext, requirement: str) -> tup
     return answer.value.instruction, answer.usage
 
 
+def describe_action(action: GuiAction) -> str:
+    params = ", ".join(f"{k}={v!r}" for k, v in action.params.items())
+    outcome = f" -> error: {action.error}" if action.error else (f" -> {action.result}" if action.result else "")
+    return f"{action.name}({params}){outcome}"
+
+
 def verdict_messages(state: AgentState, instruction: str, run: GuiRun) -> list[dict]:
     text = prompts.gui_verdict_user(
-        state["requirement"], instruction, [a.describe() for a in run.actions], run.final_answer, run.stopped_reason
+        state["requirement"], instruction, [describe_action(a) for a in run.actions], run.final_answer, run.stopped_reason
     )
     content: list[dict] = [{"type": "text", "text": text}]
     if run.final_screenshot_png:

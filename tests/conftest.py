@@ -1,0 +1,128 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+# ---- execution fixtures (tools/process.py, tools/site.py, tools/browser.py) --------------------
+# One tiny React + Vite project installed once per session into a shared dependency cache, and one
+# shared Chromium. Tests copy the template with ``vite_template.make_workspace(dir)`` and give
+# ``SiteRunner`` the ``deps_cache_dir``: node_modules then comes from the cache by hardlinks.
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+VITE_TEMPLATE_FILES = {
+    "package.json": """{
+  "name": "webgen-test-app",
+  "private": true,
+  "version": "0.0.0",
+  "type": "module",
+  "scripts": {"dev": "vite", "build": "vite build"},
+  "dependencies": {"react": "^18.3.1", "react-dom": "^18.3.1"},
+  "devDependencies": {"vite": "^5.4.0", "@vitejs/plugin-react": "^4.3.0"}
+}
+""",
+    "vite.config.js": """import { defineConfig } from 'vite'
+import react from '@vitejs/plugin-react'
+
+export default defineConfig({ plugins: [react()] })
+""",
+    "index.html": """<!doctype html>
+<html lang="en">
+  <head><meta charset="UTF-8" /><title>Webgen Test App</title></head>
+  <body>
+    <div id="root"></div>
+    <script type="module" src="/src/main.jsx"></script>
+  </body>
+</html>
+""",
+    "src/main.jsx": """import React from 'react'
+import { createRoot } from 'react-dom/client'
+import App from './App.jsx'
+
+createRoot(document.getElementById('root')).render(<App />)
+""",
+    "src/App.jsx": """export default function App() {
+  return <main><h1>Hello from Vite</h1><button>Click me</button></main>
+}
+""",
+}
+
+
+def _tools_available() -> str | None:
+    for tool in ("node", "npm"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+@dataclass(frozen=True)
+class ViteTemplate:
+    source: Path  # pristine files, no node_modules
+    deps_cache_dir: Path  # holds the installed node_modules for the template's dependencies
+    install_s: float  # how long the one real npm install took
+
+    def make_workspace(self, dest: Path) -> Path:
+        """Copy the template files (not node_modules) into ``dest``."""
+        shutil.copytree(self.source, dest, dirs_exist_ok=True)
+        return dest
+
+
+@pytest.fixture(scope="session")
+def deps_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("deps-cache")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def vite_template(tmp_path_factory: pytest.TempPathFactory, deps_cache_dir: Path) -> ViteTemplate:
+    missing = _tools_available()
+    if missing:
+        pytest.skip(missing)
+    from webgen_agent.tools.site import SiteRunner
+
+    source = tmp_path_factory.mktemp("vite-template")
+    for rel, text in VITE_TEMPLATE_FILES.items():
+        (source / rel).parent.mkdir(parents=True, exist_ok=True)
+        (source / rel).write_text(text)
+    warm = tmp_path_factory.mktemp("vite-warm")
+    shutil.copytree(source, warm, dirs_exist_ok=True)
+    runner = SiteRunner(warm, registry=None, log_dir=warm.parent / "vite-warm-logs", deps_cache_dir=deps_cache_dir)
+    try:
+        result = await runner.ensure_dependencies()
+    finally:
+        await runner.stop()
+    if result.error:
+        pytest.fail(f"installing the Vite template failed:\n{result.error}")
+    return ViteTemplate(source=source, deps_cache_dir=deps_cache_dir, install_s=result.seconds)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    import os
+
+    found = os.environ.get("WEBGEN_CHROMIUM") or next(
+        (p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None
+    )
+    if not found:
+        pytest.skip("no Chromium installed")
+    return found
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFactory):
+    from webgen_agent.tools.browser import SharedBrowser
+    from webgen_agent.tools.process import ProcessRegistry
+
+    registry = ProcessRegistry(tmp_path_factory.mktemp("browser-registry") / "processes.jsonl")
+    browser = SharedBrowser(chromium_path, registry=registry)
+    await browser.start()
+    try:
+        yield browser
+    finally:
+        await browser.close()
+
+
+# ---- end of execution fixtures -----------------------------------------------------------------

@@ -1,0 +1,144 @@
+"""SharedBrowser and page capture against real pages in the Debian Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from webgen_agent.tools.browser import PageCapture, SharedBrowser
+from webgen_agent.tools.process import ProcessRegistry
+from webgen_agent.tools.site import SiteRunner
+
+pytestmark = pytest.mark.e2e
+
+PAGES = {
+    "/good.html": "<title>Good</title><h1>Welcome to the shop</h1><p>Fresh bread every day.</p>",
+    "/error.html": "<title>Err</title><div id=root></div><script>function boot() { throw new TypeError('kaboom: x is undefined') }; boot()</script>",
+    "/blank.html": "<title>Blank</title><body><div id=root></div><script>/* renders nothing */</script></body>",
+    "/hang.html": "<title>Hang</title><p>Before the script</p><script src=/hang.js></script>",
+    "/missing-script.html": "<title>Missing</title><h1>Text</h1><script src=/nope.js></script>",
+}
+
+
+class Pages(BaseHTTPRequestHandler):
+    release: threading.Event
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        if self.path == "/hang.js":
+            self.release.wait(30)  # hold the request open: the page's load event never fires
+            return
+        body = PAGES.get(self.path)
+        self.send_response(200 if body else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        data = (body or "not found").encode()
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[str]:
+    release = threading.Event()
+    handler = type("Handler", (Pages,), {"release": release})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+async def test_good_page(shared_browser: SharedBrowser, pages: str) -> None:
+    capture = await shared_browser.capture(pages + "/good.html", viewport=(1024, 700))
+    assert capture.status == 200 and capture.title == "Good"
+    assert "Welcome to the shop" in capture.visible_text and "Fresh bread" in capture.visible_text
+    assert not capture.blank and capture.overlay is None and capture.load_error is None
+    assert capture.render_error is None
+    image = Image.open(io.BytesIO(capture.png))
+    assert image.format == "PNG" and image.size == (1024, 700)
+    assert capture.seconds < 10
+
+
+async def test_uncaught_error_and_blank(shared_browser: SharedBrowser, pages: str) -> None:
+    capture = await shared_browser.capture(pages + "/error.html")
+    assert any("kaboom: x is undefined" in e and "TypeError" in e for e in capture.page_errors)
+    assert capture.blank
+    assert "kaboom" in capture.render_error and "Uncaught errors" in capture.render_error
+
+
+async def test_blank_page(shared_browser: SharedBrowser, pages: str) -> None:
+    capture = await shared_browser.capture(pages + "/blank.html")
+    assert capture.blank and not capture.page_errors and capture.png
+    assert "blank" in capture.render_error
+
+
+async def test_http_error_and_failed_script(shared_browser: SharedBrowser, pages: str) -> None:
+    missing = await shared_browser.capture(pages + "/nothing-here")
+    assert missing.status == 404 and "HTTP 404" in missing.render_error
+    partial = await shared_browser.capture(pages + "/missing-script.html")
+    assert any("/nope.js" in r and "404" in r for r in partial.failed_requests)
+    assert partial.render_error is None  # the page still shows its text: not a render failure
+
+
+async def test_hanging_page_returns_within_the_cap(shared_browser: SharedBrowser, pages: str) -> None:
+    started = time.monotonic()
+    capture = await shared_browser.capture(pages + "/hang.html", timeout_s=4.0)
+    elapsed = time.monotonic() - started
+    assert elapsed < 8, elapsed
+    assert capture.load_error and "did not finish loading in 3 s" in capture.load_error
+    assert capture.render_error and "did not finish loading" in capture.render_error
+    assert capture.png.startswith(b"\x89PNG")
+
+
+async def test_connection_refused_is_a_load_error(shared_browser: SharedBrowser) -> None:
+    capture = await shared_browser.capture("http://127.0.0.1:9/", timeout_s=5)
+    assert capture.load_error and "could not be loaded" in capture.load_error
+    assert isinstance(capture, PageCapture) and capture.render_error
+
+
+async def test_vite_error_overlay_from_a_real_syntax_error(
+    shared_browser: SharedBrowser, vite_template, tmp_path: Path
+) -> None:
+    ws = vite_template.make_workspace(tmp_path / "app")
+    (ws / "src" / "App.jsx").write_text("export default function App() {\n  return <h1>Broken</h1\n}\n")
+    runner = SiteRunner(ws, registry=None, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    try:
+        result = await runner.ensure_running(None)
+        assert result.ok, result.error  # the server runs; the page is what is broken
+        capture = await shared_browser.capture(result.url)
+    finally:
+        await runner.stop()
+    assert capture.overlay and "App.jsx" in capture.overlay
+    assert "Vite shows a build error" in capture.render_error and "App.jsx" in capture.render_error
+
+
+async def test_cdp_url_and_restart_after_the_browser_died(chromium_path: str, tmp_path: Path, pages: str) -> None:
+    registry = ProcessRegistry(tmp_path / "processes.jsonl")
+    async with SharedBrowser(chromium_path, registry=registry) as browser:
+        version = httpx.get(browser.cdp_url + "/json/version", trust_env=False).json()
+        assert "webSocketDebuggerUrl" in version
+        first_pid = browser.pid
+        assert [e.pid for e in registry.entries()] == [first_pid]
+        os.killpg(first_pid, signal.SIGKILL)  # the whole browser dies
+        deadline = time.monotonic() + 5
+        while browser.healthy and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        capture = await browser.capture(pages + "/good.html")
+        assert "Welcome" in capture.visible_text and browser.pid != first_pid
+    assert registry.entries() == []

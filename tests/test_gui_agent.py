@@ -1,0 +1,294 @@
+"""The GUI agent drives a real Chromium through a local page, scripted by the scripted model server."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
+from webgen_agent.tools.scripted.server import ScriptedServer
+from webgen_agent.tools.scripted.views import Scenario
+
+CHROMIUM = (
+    os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or ""
+)
+needs_chromium = pytest.mark.skipif(not CHROMIUM, reason="no Chromium on PATH (set WEBGEN_CHROMIUM)")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+TASK = "Add a todo 'Buy milk' and check that it appears in the list. Answer YES or NO."
+
+TODO_PAGE = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Todo</title></head>
+<body>
+<h1>My todos</h1>
+<input id="new-item" placeholder="What needs doing?">
+<button id="add" type="button">Add item</button>
+<ul id="items"></ul>
+<p id="count">0 items</p>
+<script>
+document.getElementById('add').addEventListener('click', () => {
+  const input = document.getElementById('new-item');
+  const text = input.value.trim();
+  if (!text) return;
+  const li = document.createElement('li');
+  li.textContent = 'Todo: ' + text;   // only script-made list items carry the "Todo:" prefix
+  document.getElementById('items').appendChild(li);
+  input.value = '';
+  document.getElementById('count').textContent = document.querySelectorAll('#items li').length + ' items';
+});
+</script>
+<div style="height: 3000px"></div>
+</body></html>
+"""
+
+
+@pytest.fixture(scope="module")
+def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("site")
+    (root / "index.html").write_text(TODO_PAGE, encoding="utf-8")
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root))
+    )
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def scripted(rules: list[dict]) -> ScriptedServer:
+    return ScriptedServer(Scenario.model_validate({"name": "gui", "rules": rules}))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+TODO_RULES = [
+    {
+        "turn": 0,
+        "agent": {
+            "actions": [
+                {"input": {"target": "What needs doing?", "text": "Buy milk"}},
+                {"click": {"target": "Add item"}},
+            ],
+            "memory": "Typed the item and pressed Add item.",
+        },
+    },
+    # Only a list item made by the page's script shows "Todo: Buy milk" in the element listing.
+    {
+        "page_contains": ["Todo: Buy milk"],
+        "agent": {"actions": [{"done": {"text": "YES - Buy milk is listed", "success": True}}]},
+    },
+    {"agent": {"actions": [{"done": {"text": "NO - the item is missing", "success": False}}]}},
+]
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_agent_adds_a_todo_in_a_real_browser(site_url: str) -> None:
+    async with scripted(TODO_RULES) as server:
+        run = await run_gui_agent(
+            url=site_url,
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path=CHROMIUM,
+            timeout_s=90,
+        )
+    assert run.stopped_reason == "done", run.errors
+    assert run.final_answer == "YES - Buy milk is listed" and run.success is True
+    assert [r.rule_index for r in server.requests] == [0, 1]  # the answer came from the list-item rule
+    assert [(a.step, a.name) for a in run.actions] == [(1, "input"), (1, "click"), (2, "done")]
+    assert run.actions[0].params["text"] == "Buy milk" and run.actions[0].error is None
+    assert run.steps == 2 and run.errors == []
+    assert run.input_tokens > 1000 and run.output_tokens > 0  # two screenshots at 765 tokens each, plus text
+    assert run.final_screenshot_png is not None and run.final_screenshot_png.startswith(PNG_MAGIC)
+    again = GuiRun.model_validate_json(run.model_dump_json())  # PNG travels as base64 in JSON
+    assert again.final_screenshot_png == run.final_screenshot_png
+
+
+async def test_dead_endpoint_fails_fast_without_a_browser() -> None:
+    started = time.monotonic()
+    run = await run_gui_agent(
+        url="http://127.0.0.1:9/",
+        task=TASK,
+        model="vlm",
+        base_url=f"http://127.0.0.1:{free_port()}/v1",
+        api_key="k",
+        chromium_path=CHROMIUM or "/usr/bin/chromium",
+    )
+    assert run.stopped_reason == "error"
+    assert "cannot be reached" in run.errors[0]
+    assert time.monotonic() - started < 10
+
+
+async def test_missing_chromium_is_reported() -> None:
+    run = await run_gui_agent(
+        url="http://127.0.0.1:9/",
+        task=TASK,
+        model="vlm",
+        base_url="http://127.0.0.1:9/v1",
+        api_key="k",
+        chromium_path="/nonexistent/chromium",
+    )
+    assert run.stopped_reason == "error" and "Chromium not found" in run.errors[0]
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_failing_endpoint_stops_after_bounded_retries(site_url: str) -> None:
+    async with scripted([{"fault": {"status": 500, "message": "model crashed"}}]) as server:
+        run = await run_gui_agent(
+            url=site_url,
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path=CHROMIUM,
+            timeout_s=90,
+        )
+    assert run.stopped_reason == "error"
+    assert any("model crashed" in e for e in run.errors)
+    assert len(server.requests) == 6  # two steps, each one call plus two client retries
+    assert run.seconds < 45
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_action_budget_counts_actions_not_steps(site_url: str) -> None:
+    rules = [
+        {
+            "contains": ["You reached max_steps"],
+            "agent": {"actions": [{"done": {"text": "NO - out of steps", "success": False}}]},
+        },
+        {"agent": {"actions": [{"scroll": "down"}, {"scroll": {"direction": "up", "pages": 0.5}}]}},
+    ]
+    async with scripted(rules) as server:
+        run = await run_gui_agent(
+            url=site_url,
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path=CHROMIUM,
+            max_actions=3,
+            timeout_s=90,
+        )
+    assert run.stopped_reason == "max_actions"
+    assert [(a.step, a.name) for a in run.actions] == [(1, "scroll"), (1, "scroll"), (2, "scroll")]
+    assert run.final_answer is None
+    assert len(server.requests) == 2
+    assert run.final_screenshot_png is not None
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_whole_run_timeout(site_url: str) -> None:
+    rules = [{"delay_s": 60, "agent": {"actions": [{"done": {"text": "too late", "success": True}}]}}]
+    async with scripted(rules) as server:
+        run = await run_gui_agent(
+            url=site_url,
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path=CHROMIUM,
+            timeout_s=6,
+        )
+    assert run.stopped_reason == "timeout"
+    assert run.final_answer is None
+    assert any("exceeded 6s" in e for e in run.errors)
+    assert 6 <= run.seconds < 15
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_page_that_never_loads_ends_at_the_deadline() -> None:
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        async with scripted(TODO_RULES) as server:
+            run = await run_gui_agent(
+                url=f"http://127.0.0.1:{silent.getsockname()[1]}/",
+                task=TASK,
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path=CHROMIUM,
+                timeout_s=6,
+            )
+    assert run.stopped_reason == "timeout"
+    assert any("never finished loading" in e for e in run.errors)
+    assert server.requests == []  # the model was never asked
+    assert run.seconds < 20  # deadline plus bounded cleanup
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    chromium = subprocess.Popen(
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-quic",
+            f"--remote-debugging-port={port}",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # its socket folder lands here, not in /tmp
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "profile" / "DevToolsActivePort").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        async with scripted(TODO_RULES) as server:
+            run = await run_gui_agent(
+                url=site_url,
+                task=TASK,
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path="/not/used/with/cdp",
+                cdp_url=f"http://127.0.0.1:{port}",
+                timeout_s=90,
+            )
+        assert run.stopped_reason == "done", run.errors
+        assert run.final_answer == "YES - Buy milk is listed"
+        assert chromium.poll() is None  # the attached browser still runs
+    finally:
+        chromium.terminate()
+        chromium.wait(timeout=10)
+
+
+def test_gui_action_and_run_defaults() -> None:
+    run = GuiRun()
+    assert run.stopped_reason == "error" and run.actions == [] and run.final_screenshot_png is None
+    action = GuiAction(step=1, name="click", params={"index": 3})
+    assert action.result is None and action.error is None

@@ -1,0 +1,232 @@
+"""Process groups, timeouts, cancellation, scrubbed environment and orphan reaping, with real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from webgen_agent.tools.process import (
+    ManagedProcess,
+    ProcessRegistry,
+    is_sensitive,
+    read_tail,
+    run_command,
+    scrubbed_env,
+)
+
+# A child that starts a grandchild (same process group), records both pids, then sleeps.
+SPAWNER = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {grandchild.pid}")
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    print("spawned", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def dead(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def wait_for_file(path: Path, timeout_s: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        await asyncio.sleep(0.02)
+    return path.read_text()
+
+
+async def wait_dead(pids: list[int], timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(dead(p) for p in pids):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+    started = time.monotonic()
+    result = await run_command(
+        [sys.executable, "-c", SPAWNER, str(pids_file)], cwd=tmp_path, timeout_s=1.5
+    )
+    assert time.monotonic() - started < 6
+    assert result.timed_out and result.exit_code is None and not result.ok
+    assert "spawned" in result.output_tail
+    child, grandchild = map(int, pids_file.read_text().split())
+    assert await wait_dead([child, grandchild])
+
+
+async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None:
+    pids_file = tmp_path / "pids"
+    registry = ProcessRegistry(tmp_path / "registry.jsonl")
+    task = asyncio.create_task(
+        run_command([sys.executable, "-c", SPAWNER, str(pids_file)], cwd=tmp_path, timeout_s=60, registry=registry)
+    )
+    child, grandchild = map(int, (await wait_for_file(pids_file)).split())
+    assert registry.entries(), "a running command is recorded"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await wait_dead([child, grandchild], timeout_s=3)
+    assert registry.entries() == []
+
+
+async def test_run_command_result_and_leftovers_killed(tmp_path: Path) -> None:
+    pid_file = tmp_path / "bg.pid"
+    result = await run_command(
+        ["bash", "-c", f"sleep 60 & echo $! > {pid_file}; echo out; echo err >&2; exit 3"], cwd=tmp_path, timeout_s=10
+    )
+    assert result.exit_code == 3 and not result.timed_out
+    assert "out" in result.output_tail and "err" in result.output_tail
+    assert await wait_dead([int(pid_file.read_text())]), "a backgrounded process outlives its command"
+
+
+async def test_scrubbed_env_hides_secrets_from_a_real_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("WEBGEN_CODER_API_KEY", "sk-coder-secret")
+    monkeypatch.setenv("FOO_TOKEN", "tok-secret")
+    monkeypatch.setenv("LANGSMITH_PROJECT", "agent-setting")
+    monkeypatch.setenv("my_password", "lower-case-secret")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    log = tmp_path / "env.log"
+    result = await run_command(["env"], cwd=tmp_path, timeout_s=10, env=scrubbed_env({"EXTRA": "1"}), log_path=log)
+    assert result.ok
+    seen = dict(line.split("=", 1) for line in log.read_text().splitlines() if "=" in line)
+    for name in ("OPENAI_API_KEY", "WEBGEN_CODER_API_KEY", "FOO_TOKEN", "LANGSMITH_PROJECT", "my_password"):
+        assert name not in seen
+    for value in ("sk-parent-secret", "sk-coder-secret", "tok-secret", "lower-case-secret"):
+        assert value not in log.read_text()
+    assert seen["PLAIN_SETTING"] == "visible" and seen["EXTRA"] == "1"
+    assert seen["PATH"] == os.environ["PATH"] and seen["HOME"] == os.environ["HOME"]
+    assert seen["BROWSER"] == "none" and seen["CI"] == "1" and seen["NO_COLOR"] == "1" and seen["FORCE_COLOR"] == "0"
+
+
+def test_sensitive_names() -> None:
+    for name in ("GITHUB_TOKEN", "npm_config__authToken", "DB_PASSWORD", "AWS_REGION", "HF_HOME", "BASH_ENV", "XAUTHORITY"):
+        assert is_sensitive(name), name
+    for name in ("PATH", "HOME", "LANG", "npm_config_cache", "NODE_OPTIONS", "TERM"):
+        assert not is_sensitive(name), name
+
+
+async def test_managed_process_lifecycle(tmp_path: Path) -> None:
+    registry = ProcessRegistry(tmp_path / "registry.jsonl")
+    log = tmp_path / "server.log"
+    proc = ManagedProcess.start(
+        ["bash", "-c", "for i in $(seq 1 100); do echo line $i; done; exec sleep 60"],
+        cwd=tmp_path,
+        log_path=log,
+        registry=registry,
+    )
+    assert proc.alive and proc.returncode is None and os.getpgid(proc.pid) == proc.pid
+    assert [e.pgid for e in registry.entries()] == [proc.pgid]
+    deadline = time.monotonic() + 5
+    while "line 100" not in proc.log_tail() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert proc.log_tail(lines=2).splitlines() == ["line 99", "line 100"]
+    await proc.stop(grace_s=1)
+    assert not proc.alive and proc.returncode == -signal.SIGTERM
+    await proc.stop()  # twice is fine
+    assert registry.entries() == []
+
+
+async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    proc = ManagedProcess.start(
+        ["bash", "-c", "trap '' TERM; echo ready; while true; do sleep 0.1; done"], cwd=tmp_path, log_path=tmp_path / "log"
+    )
+    while "ready" not in read_tail(proc.log_path):
+        await asyncio.sleep(0.02)
+    started = time.monotonic()
+    await proc.stop(grace_s=0.5)
+    assert not proc.alive and proc.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 4
+
+
+def _start_orphan_maker(tmp_path: Path, registry_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    """An 'agent' in a separate Python that records a group in the registry and then waits to be killed."""
+    pids_file = tmp_path / "orphan.pids"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
+        registry = ProcessRegistry({str(registry_path)!r})
+        proc = ManagedProcess.start([sys.executable, "-c", {SPAWNER!r}, {str(pids_file)!r}],
+                                    cwd=Path({str(tmp_path)!r}), log_path=Path({str(tmp_path / "orphan.log")!r}),
+                                    registry=registry)
+        print(proc.pid, flush=True)
+        time.sleep(120)
+        """
+    )
+    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert agent.stdout is not None
+    agent.stdout.readline()
+    deadline = time.monotonic() + 10
+    while not pids_file.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    return agent, [int(p) for p in pids_file.read_text().split()]
+
+
+async def test_reap_kills_orphans_of_a_hard_killed_agent(tmp_path: Path) -> None:
+    registry_path = tmp_path / "registry.jsonl"
+    agent, pids = _start_orphan_maker(tmp_path, registry_path)
+    registry = ProcessRegistry(registry_path)
+    # While the agent lives, its groups are not ours to reap.
+    assert registry.reap() == []
+    assert not any(dead(p) for p in pids)
+
+    agent.send_signal(signal.SIGKILL)
+    agent.wait()
+    assert not any(dead(p) for p in pids), "the orphans survive their agent"
+
+    killed = registry.reap()
+    assert killed == [pids[0]]
+    assert await wait_dead(pids)
+    assert registry.entries() == [] and registry_path.read_text() == ""
+
+
+async def test_reap_skips_recycled_pids(tmp_path: Path) -> None:
+    registry = ProcessRegistry(tmp_path / "registry.jsonl")
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        registry.path.write_text(
+            # A record whose leader pid now belongs to a different (newer) process, and a dead owner.
+            '{"pgid": %d, "pid": %d, "create_time": 1.0, "argv": ["old"], "owner_pid": 999999999, "owner_create_time": 1.0}\n'
+            % (bystander.pid, bystander.pid)
+        )
+        assert registry.reap() == []
+        assert bystander.poll() is None
+        assert registry.entries() == []
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+async def test_kill_all_kills_this_process_groups(tmp_path: Path) -> None:
+    registry = ProcessRegistry(tmp_path / "registry.jsonl")
+    procs = [
+        ManagedProcess.start(["sleep", "60"], cwd=tmp_path, log_path=tmp_path / f"{i}.log", registry=registry)
+        for i in range(2)
+    ]
+    assert sorted(registry.kill_all()) == sorted(p.pgid for p in procs)
+    for proc in procs:
+        assert await proc.wait(5) == -signal.SIGKILL
+    assert registry.entries() == []

@@ -1,0 +1,248 @@
+"""SiteRunner with real npm, a real Vite dev server and python's static server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import pytest_asyncio
+
+from webgen_agent.tools import site as site_module
+from webgen_agent.tools.process import ProcessRegistry
+from webgen_agent.tools.site import (
+    SiteRunner,
+    is_config_path,
+    run_shell,
+    start_command,
+    summarize_log,
+    _printed_urls,
+)
+
+# ---- pure helpers ------------------------------------------------------------------------------
+
+
+def test_config_paths() -> None:
+    for path in ("package.json", "vite.config.js", "vite.config.ts", "tsconfig.json", "tsconfig.node.json",
+                 "tailwind.config.js", "postcss.config.cjs", ".env", ".env.local", "./vite.config.mjs"):
+        assert is_config_path(path), path
+    for path in ("index.html", "src/App.jsx", "src/config.json", "public/vite.config.js", "package-lock.json"):
+        assert not is_config_path(path), path
+
+
+def test_start_command_passes_the_port() -> None:
+    argv, env = start_command({"scripts": {"dev": "vite --open", "start": "node server.js"}}, 4321)
+    assert argv == ["npm", "run", "dev", "--", "--port", "4321", "--host", "127.0.0.1", "--strictPort"]
+    assert env == {"PORT": "4321", "HOST": "127.0.0.1"}
+    argv, env = start_command({"scripts": {"start": "react-scripts start"}}, 4321)
+    assert argv == ["npm", "run", "start"] and env["PORT"] == "4321"
+    assert start_command({"scripts": {"build": "vite build"}}, 1) is None
+
+
+def test_printed_urls_only_from_announcements() -> None:
+    log = "  \x1b[32m➜\x1b[39m  Local:   http://localhost:5174/\nproxy error: could not proxy to http://localhost:8080/api\n"
+    assert _printed_urls(log) == ["http://localhost:5174/", "http://127.0.0.1:5174/"]
+
+
+def test_summarize_log_highlights_errors_and_trims() -> None:
+    lines = [f"noise {i}" for i in range(200)]
+    lines[50] = "✘ [ERROR] Expected \";\" but found \"}\" in src/App.jsx:3:5"
+    summary = summarize_log("\n".join(lines))
+    out = summary.splitlines()
+    assert len(out) <= 45 and len(summary) <= 4000
+    assert any(line.startswith(">> ") and "src/App.jsx:3:5" in line for line in out)
+    assert out[-1].endswith("noise 199") and "..." in out
+
+
+# ---- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> ProcessRegistry:
+    return ProcessRegistry(tmp_path / "processes.jsonl")
+
+
+@pytest_asyncio.fixture
+async def runners(tmp_path: Path, registry: ProcessRegistry, deps_cache_dir: Path) -> AsyncIterator[list[SiteRunner]]:
+    """Make runners with ``make(workspace, **kw)``; all are stopped at the end of the test."""
+    made: list[SiteRunner] = []
+
+    def make(workspace: Path, **kwargs) -> SiteRunner:
+        kwargs.setdefault("deps_cache_dir", deps_cache_dir)
+        kwargs.setdefault("log_dir", workspace.parent / f"{workspace.name}-logs")
+        runner = SiteRunner(workspace, registry=registry, **kwargs)
+        made.append(runner)
+        return runner
+
+    yield make  # type: ignore[misc]
+    for runner in made:
+        await runner.stop()
+    assert registry.entries() == [], "every process group was stopped and forgotten"
+
+
+async def get(url: str) -> httpx.Response:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        return await client.get(url, timeout=10)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def write_package(workspace: Path, scripts: dict[str, str], **extra) -> None:
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "package.json").write_text(json.dumps({"name": "t", "private": True, "scripts": scripts, **extra}))
+
+
+# ---- static ------------------------------------------------------------------------------------
+
+
+async def test_static_site_is_served_and_reused(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "static"
+    ws.mkdir()
+    (ws / "index.html").write_text("<h1>Hello static</h1>")
+    runner = runners(ws)
+    first = await runner.ensure_running(None)
+    assert first.ok and first.stage == "ok" and first.kind == "static" and first.server_restarted
+    assert not first.install_ran
+    assert "Hello static" in (await get(first.url)).text
+    (ws / "index.html").write_text("<h1>Changed</h1>")
+    second = await runner.ensure_running({"index.html"})
+    assert second.ok and not second.server_restarted and second.server_pid == first.server_pid
+    assert "Changed" in (await get(second.url)).text
+
+
+async def test_nothing_to_run(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "empty"
+    ws.mkdir()
+    result = await runners(ws).ensure_running(None)
+    assert not result.ok and result.stage == "start" and "no package.json or index.html" in result.error
+
+
+async def test_invalid_package_json_is_an_install_error(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "broken"
+    ws.mkdir()
+    (ws / "package.json").write_text('{"name": "x",}')
+    result = await runners(ws).ensure_running(None)
+    assert not result.ok and result.stage == "install" and "not valid JSON" in result.error
+
+
+# ---- npm + vite --------------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+async def test_vite_project_from_cache_then_hmr_then_config_restart(tmp_path: Path, runners, vite_template) -> None:
+    ws = vite_template.make_workspace(tmp_path / "app")
+    runner = runners(ws)
+    first = await runner.ensure_running(None)
+    assert first.ok, first.error
+    assert first.kind == "npm" and first.install_ran and first.install_cached and first.server_restarted
+    assert first.install_s < 5 and first.start_s < 20
+    assert not list(runner.log_dir.glob("install-*.log")), "npm install must not run on a cache hit"
+    assert (ws / "node_modules" / ".bin" / "vite").is_symlink()
+    page = await get(first.url)
+    assert page.status_code == 200 and '<div id="root">' in page.text and "/@vite/client" in page.text
+    assert "Hello from Vite" in (await get(first.url + "src/App.jsx")).text
+
+    # Source-only edit: same server, fresh module on reload.
+    (ws / "src" / "App.jsx").write_text("export default function App() { return <h1>Edited text</h1> }\n")
+    second = await runner.ensure_running({"src/App.jsx"})
+    assert second.ok and not second.server_restarted and not second.install_ran
+    assert second.server_pid == first.server_pid
+    assert "Edited text" in (await get(second.url + "src/App.jsx")).text
+
+    # Config edit nobody reported (e.g. by a shell action): fingerprint notices, server restarts.
+    config = ws / "vite.config.js"
+    config.write_text(config.read_text() + "// changed\n")
+    third = await runner.ensure_running(None)
+    assert third.ok and third.server_restarted and not third.install_ran
+    assert third.server_pid != second.server_pid and gone(second.server_pid)
+    # Reported config change restarts too.
+    fourth = await runner.ensure_running({"tsconfig.json"})
+    assert fourth.ok and fourth.server_restarted and fourth.server_pid != third.server_pid
+
+
+@pytest.mark.e2e
+async def test_dependency_change_reinstalls(tmp_path: Path, runners, vite_template) -> None:
+    ws = vite_template.make_workspace(tmp_path / "deps")
+    runner = runners(ws)
+    first = await runner.ensure_running(None)
+    assert first.ok and first.install_cached
+    package = json.loads((ws / "package.json").read_text())
+    package["dependencies"]["clsx"] = "^2.1.0"
+    (ws / "package.json").write_text(json.dumps(package))
+    second = await runner.ensure_running({"package.json"})
+    assert second.ok, second.error
+    assert second.install_ran and not second.install_cached and second.server_restarted
+    assert (ws / "node_modules" / "clsx" / "package.json").is_file()
+    assert second.server_pid != first.server_pid
+    third = await runner.ensure_running(set())
+    assert third.ok and not third.install_ran and not third.server_restarted
+
+    # The new tree went to the cache: a workspace with the same package.json and lockfile (the key
+    # npm's rewritten lockfile gives is an alias of the entry) gets it by hardlinks.
+    other = vite_template.make_workspace(tmp_path / "deps2")
+    (other / "package.json").write_text(json.dumps(package))
+    (other / "package-lock.json").write_bytes((ws / "package-lock.json").read_bytes())
+    cached = await runners(other).ensure_running(None)
+    assert cached.ok and cached.install_cached
+    assert (other / "node_modules" / "clsx" / "package.json").stat().st_ino == (
+        ws / "node_modules" / "clsx" / "package.json"
+    ).stat().st_ino
+
+
+@pytest.mark.e2e
+async def test_failed_install_reports_npm_error(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "bad-deps"
+    write_package(ws, {"dev": "vite"}, dependencies={"webgen-no-such-package-7f3a9c": "^1.0.0"})
+    result = await runners(ws).ensure_running(None)
+    assert not result.ok and result.stage == "install" and result.install_ran
+    assert "npm install" in result.error and "webgen-no-such-package-7f3a9c" in result.error
+    assert not (ws / ".webgen-deps").exists()
+
+
+@pytest.mark.e2e
+async def test_script_that_exits_at_once(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "exits"
+    write_package(ws, {"dev": "node -e \"console.error('boom: cannot read config'); process.exit(3)\""})
+    result = await runners(ws).ensure_running(None)
+    assert not result.ok and result.stage == "start"
+    assert "exited with code" in result.error and "boom: cannot read config" in result.error
+    assert "boom" in result.log_tail
+
+
+@pytest.mark.e2e
+async def test_server_that_never_listens_hits_the_deadline(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "silent"
+    write_package(ws, {"start": "node -e \"console.log('starting'); setInterval(() => {}, 1000)\""})
+    runner = runners(ws, start_timeout_s=2.0)
+    started = time.monotonic()
+    result = await runner.ensure_running(None)
+    assert not result.ok and result.stage == "start"
+    assert "did not answer HTTP" in result.error and "within 2 s" in result.error
+    assert time.monotonic() - started < 15  # includes the (tiny) npm install
+    assert runner.server is None
+
+
+@pytest.mark.e2e
+async def test_bad_http_status_is_an_http_error(tmp_path: Path, runners, vite_template, monkeypatch) -> None:
+    monkeypatch.setattr(site_module, "_BAD_STATUS_GRACE_S", 0.5)
+    ws = vite_template.make_workspace(tmp_path / "no-index")
+    (ws / "index.html").unlink()
+    result = await runners(ws).ensure_running(None)
+    assert not result.ok and result.stage == "http" and "HTTP 404" in result.error
+
+
+async def test_run_shell_uses_scrubbed_env(tmp_path: Path, registry: ProcessRegistry, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    result = await run_shell("echo key=${OPENAI_API_KEY:-unset} ci=$CI; pwd; exit 4", cwd=tmp_path, timeout_s=10, registry=registry)
+    assert result.exit_code == 4
+    assert "key=unset ci=1" in result.output_tail and str(tmp_path) in result.output_tail
+    assert registry.entries() == []

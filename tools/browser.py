@@ -1,0 +1,336 @@
+"""One shared Chromium per agent process, and page capture for the executor and the judges.
+
+Chromium is launched by us as a ``ManagedProcess`` (own process group, recorded in the registry so a
+hard-killed agent's browser can be reaped) and Playwright attaches over CDP. The same ``cdp_url``
+lets another library (browser-use) drive the very same browser instead of starting its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from playwright.async_api import Browser, ConsoleMessage, Error as PlaywrightError, Page, Playwright, Request, Response
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+from playwright.async_api import async_playwright
+from pydantic import BaseModel, ConfigDict, Field
+
+from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
+
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--remote-debugging-port=0",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+_QUIET_S = 0.5  # network counts as settled after this long without a request in flight
+_MAX_TEXT = 4000
+_MAX_ITEMS = 20
+_CACHE_BUST = re.compile(r"\?(?:t|v)=[0-9a-f]+")  # vite's ?t=<timestamp> / ?v=<hash> module query
+
+# Reads the Vite error overlay (a custom element whose message lives in its shadow DOM).
+_OVERLAY_JS = """() => {
+  const el = document.querySelector('vite-error-overlay');
+  if (!el) return null;
+  const root = el.shadowRoot;
+  if (!root) return (el.textContent || '').trim() || 'Vite error overlay shown';
+  const pick = (sel) => { const n = root.querySelector(sel); return n ? (n.textContent || '').trim() : ''; };
+  const parts = [pick('.message'), pick('.file'), pick('.frame')].filter(Boolean);
+  return parts.length ? parts.join('\\n') : ((root.textContent || '').trim() || 'Vite error overlay shown');
+}"""
+
+# Visible content: text, or a visible image/canvas/svg/video/iframe with a non-zero size.
+_CONTENT_JS = """() => {
+  const body = document.body;
+  if (!body || body.children.length === 0 && !(body.innerText || '').trim()) return {blank: true, text: ''};
+  const text = (body.innerText || '').trim();
+  const visible = (el) => {
+    const r = el.getBoundingClientRect();
+    if (r.width <= 0 || r.height <= 0) return false;
+    const s = getComputedStyle(el);
+    return s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity || '1') > 0;
+  };
+  const media = Array.from(document.querySelectorAll('img, canvas, svg, video, iframe, picture, object, embed'));
+  return {blank: !text && !media.some(visible), text};
+}"""
+
+_SETTLE_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+class PageCapture(BaseModel):
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")  # png survives JSON
+
+    url: str
+    status: int | None = Field(default=None, description="HTTP status of the main document.")
+    title: str = ""
+    png: bytes = b""
+    visible_text: str = ""
+    page_errors: list[str] = Field(default_factory=list, description="Uncaught exceptions in the page.")
+    console_errors: list[str] = Field(default_factory=list)
+    failed_requests: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
+    overlay: str | None = Field(default=None, description="Text of the Vite error overlay, when shown.")
+    blank: bool = False
+    load_error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def render_error(self) -> str | None:
+        """What the coder must fix for the page to render, or None when it rendered fine.
+
+        Console errors and failed requests alone do not count (React warnings use console.error);
+        they are added as context when something else is wrong.
+        """
+        problems: list[str] = []
+        if self.load_error:
+            problems.append(self.load_error)
+        if self.status is not None and self.status >= 400:
+            problems.append(f"The page answered HTTP {self.status}.")
+        if self.overlay:
+            problems.append(f"Vite shows a build error:\n{self.overlay[:2000]}")
+        if self.page_errors:
+            shown = "\n".join(f"- {e[:600]}" for e in self.page_errors[:3])
+            problems.append(f"Uncaught errors in the page:\n{shown}")
+        if self.blank and not self.overlay:
+            problems.append("The page rendered nothing visible (blank page: no text, images or graphics).")
+        if not problems:
+            return None
+        if self.failed_requests:
+            problems.append("Failed requests:\n" + "\n".join(f"- {r}" for r in self.failed_requests[:5]))
+        if self.console_errors:
+            problems.append("Console errors:\n" + "\n".join(f"- {e[:300]}" for e in self.console_errors[:5]))
+        return "\n".join(problems)
+
+
+def _same_origin(url: str, origin: str) -> bool:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" == origin
+
+
+class SharedBrowser:
+    """One headless Chromium per process that captures and GUI agents share; restarts if it died."""
+
+    def __init__(self, chromium_path: str, *, registry: ProcessRegistry | None = None, launch_timeout_s: float = 30.0) -> None:
+        self.chromium_path = chromium_path
+        self.registry = registry
+        self.launch_timeout_s = launch_timeout_s
+        self._process: ManagedProcess | None = None
+        self._profile: Path | None = None
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._cdp_url: str | None = None
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def cdp_url(self) -> str:
+        """http://127.0.0.1:PORT of the DevTools endpoint (start() first)."""
+        if self._cdp_url is None:
+            raise RuntimeError("SharedBrowser is not started")
+        return self._cdp_url
+
+    @property
+    def browser(self) -> Browser:
+        if self._browser is None:
+            raise RuntimeError("SharedBrowser is not started")
+        return self._browser
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def healthy(self) -> bool:
+        return (
+            self._process is not None and self._process.alive and self._browser is not None and self._browser.is_connected()
+        )
+
+    async def start(self) -> SharedBrowser:
+        """Launch (or relaunch, if it died) Chromium and attach Playwright; idempotent."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if not self.healthy:
+                await self._shutdown()
+                await self._launch()
+        return self
+
+    async def _launch(self) -> None:
+        self._profile = Path(tempfile.mkdtemp(prefix="webgen-chromium-"))
+        argv = [self.chromium_path, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", "about:blank"]
+        self._process = ManagedProcess.start(
+            argv, cwd=self._profile, log_path=self._profile / "chromium.log", registry=self.registry
+        )
+        port_file = self._profile / "DevToolsActivePort"
+        deadline = time.monotonic() + self.launch_timeout_s
+        port = None
+        while port is None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                port = int(port_file.read_text().splitlines()[0])
+            if port is None:
+                if not self._process.alive or time.monotonic() > deadline:
+                    tail = self._process.log_tail(20)
+                    await self._shutdown()
+                    raise RuntimeError(f"Chromium did not start ({self.chromium_path}):\n{tail}")
+                await asyncio.sleep(0.05)
+        self._cdp_url = f"http://127.0.0.1:{port}"
+        try:
+            self._playwright = await async_playwright().start()
+            self._browser = await self._playwright.chromium.connect_over_cdp(
+                self._cdp_url, timeout=self.launch_timeout_s * 1000
+            )
+        except BaseException:
+            await self._shutdown()
+            raise
+
+    async def _shutdown(self) -> None:
+        browser, self._browser = self._browser, None
+        playwright, self._playwright = self._playwright, None
+        process, self._process = self._process, None
+        self._cdp_url = None
+        if browser is not None:
+            with contextlib.suppress(Exception):  # may already be disconnected
+                await asyncio.wait_for(browser.close(), 5)
+        if playwright is not None:
+            with contextlib.suppress(Exception):
+                await playwright.stop()
+        if process is not None:
+            await process.stop(grace_s=2.0)
+        if self._profile is not None:
+            shutil.rmtree(self._profile, ignore_errors=True)
+            self._profile = None
+
+    async def close(self) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            await self._shutdown()
+
+    async def __aenter__(self) -> SharedBrowser:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
+        """Load ``url`` in a fresh context and report how it rendered; never raises for page problems."""
+        await self.start()
+        started = time.monotonic()
+        # Keep part of the budget for the screenshot and text of a page that never finished loading.
+        reserve = min(5.0, timeout_s * 0.25)
+        nav_timeout = max(1.0, timeout_s - reserve)
+        size = {"width": viewport[0], "height": viewport[1]}
+        try:
+            context = await self.browser.new_context(viewport=size)
+        except PlaywrightError:  # the browser died since the health check: relaunch once
+            await self.close()
+            await self.start()
+            context = await self.browser.new_context(viewport=size)
+        try:
+            page = await context.new_page()
+            capture = await _capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(context.close(), 5)
+        capture.seconds = round(time.monotonic() - started, 3)
+        return capture
+
+
+async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: float) -> PageCapture:
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    result = PageCapture(url=url)
+    inflight: set[Request] = set()
+    last_activity = [time.monotonic()]
+
+    def on_request(request: Request) -> None:
+        inflight.add(request)
+        last_activity[0] = time.monotonic()
+
+    def on_done(request: Request) -> None:
+        inflight.discard(request)
+        last_activity[0] = time.monotonic()
+
+    def on_failed(request: Request) -> None:
+        on_done(request)
+        if request.resource_type in ("script", "stylesheet") and _same_origin(request.url, origin):
+            note_failed(request.url, request.failure or "failed")
+
+    def note_failed(url: str, why: str) -> None:
+        # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
+        if len(result.failed_requests) < _MAX_ITEMS and not any(r.startswith(url + " (") for r in result.failed_requests):
+            result.failed_requests.append(f"{url} ({why})")
+
+    def on_response(response: Response) -> None:
+        request = response.request
+        if request.is_navigation_request() and request.frame == page.main_frame:
+            result.status = response.status
+        elif response.status >= 400 and request.resource_type in ("script", "stylesheet") and _same_origin(response.url, origin):
+            note_failed(response.url, f"HTTP {response.status}")
+
+    def on_page_error(error: PlaywrightError) -> None:
+        text = f"{error.name}: {error.message}" if error.name else error.message
+        # The app's own frames say where to look; library internals (react-dom) are noise.
+        frames = [line.strip() for line in (error.stack or "").split("\n")[1:] if line.strip().startswith("at ")]
+        own = [f for f in frames if "/node_modules/" not in f] or frames[:1]
+        entry = "\n".join([text, *(_CACHE_BUST.sub("", f) for f in own[:3])])
+        # React rethrows a render error several times; the same error once is enough.
+        if len(result.page_errors) < _MAX_ITEMS and entry not in result.page_errors:
+            result.page_errors.append(entry)
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error" and len(result.console_errors) < _MAX_ITEMS:
+            result.console_errors.append(message.text[:1000])
+
+    page.on("request", on_request)
+    page.on("requestfinished", on_done)
+    page.on("requestfailed", on_failed)
+    page.on("response", on_response)
+    page.on("pageerror", on_page_error)
+    page.on("console", on_console)
+
+    deadline = time.monotonic() + nav_timeout
+    try:
+        response = await page.goto(url, wait_until="load", timeout=nav_timeout * 1000)
+        if response is not None:
+            result.status = response.status
+        # Network quiet: nothing in flight for _QUIET_S (module graphs, lazy chunks, fonts), capped.
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if not inflight and now - last_activity[0] >= _QUIET_S:
+                break
+            await asyncio.sleep(0.05)
+        # Two animation frames: React and friends commit their first render after the load event.
+        with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+            await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
+    except PlaywrightError as exc:
+        if isinstance(exc, PlaywrightTimeout):
+            result.load_error = f"The page did not finish loading in {nav_timeout:g} s (a request or script hangs)."
+        else:
+            result.load_error = f"The page could not be loaded: {str(exc).splitlines()[0][:500]}"
+
+    # What can be read now, each bounded so a hung page cannot hold the capture past the budget.
+    step_timeout = max(1.0, reserve)
+    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+        result.overlay = await asyncio.wait_for(page.evaluate(_OVERLAY_JS), step_timeout)
+    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+        content = await asyncio.wait_for(page.evaluate(_CONTENT_JS), step_timeout)
+        result.visible_text = str(content.get("text") or "")[:_MAX_TEXT]
+        result.blank = bool(content.get("blank"))
+    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+        result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
+    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+        result.png = await page.screenshot(type="png", full_page=False, animations="disabled", timeout=step_timeout * 1000)
+    return result

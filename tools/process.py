@@ -1,0 +1,418 @@
+"""Running untrusted generated code: scrubbed environment, process groups, timeouts, orphan reaping.
+
+Everything the agent starts (npm, dev servers, model-written shell actions, Chromium) runs in its own
+process group (``start_new_session=True``) so that one ``killpg`` takes down the whole tree (npm ->
+sh -> vite -> esbuild). Output goes to a file, never a pipe: a grandchild that inherits a pipe keeps
+it open after its parent exits, and reading it would hang.
+
+Processes are waited for by polling ``Popen.poll`` with short sleeps instead of asyncio's subprocess
+API: a ``Popen`` is not bound to one event loop, so a server started in one loop can be stopped from
+another and from synchronous atexit/signal code.
+
+A ``ProcessRegistry`` file records every live group so that a later run can reap what a hard-killed
+agent (kill -9, OOM) left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import psutil
+from pydantic import BaseModel, Field
+
+# -- environment ---------------------------------------------------------------------------------
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+_AGENT_PREFIXES = (
+    "OPENAI_", "WEBGEN_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "HF_", "AWS_", "AZURE_",
+    "GOOGLE_", "BROWSER_USE_",
+)
+# Files bash reads even when non-interactive; they could re-export what we removed.
+_SHELL_STARTUP = ("BASH_ENV", "ENV")
+_ADDED = {"BROWSER": "none", "CI": "1", "NO_COLOR": "1", "FORCE_COLOR": "0", "NPM_CONFIG_UPDATE_NOTIFIER": "false"}
+
+
+def is_sensitive(name: str) -> bool:
+    """True for variables that may hold secrets or agent settings (case-insensitive)."""
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS) or upper.startswith(_AGENT_PREFIXES) or upper in _SHELL_STARTUP
+
+
+def scrubbed_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The parent environment minus secrets and agent settings, plus non-interactive defaults.
+
+    PATH, HOME (npm's cache lives in ~/.npm), LANG, proxies and ``npm_config_*`` survive, so npm
+    still reaches its registry and cache; ``extra`` is applied last and is not filtered.
+    """
+    env = {name: value for name, value in os.environ.items() if not is_sensitive(name)}
+    env.update(_ADDED)
+    if extra:
+        env.update(extra)
+    return env
+
+
+# -- logs ----------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_tail(path: Path, *, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last ``lines`` lines of a log file (ANSI codes removed); '' when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return ""
+    text = strip_ansi(data.decode("utf-8", errors="replace"))
+    return "\n".join(text.rstrip("\n").split("\n")[-lines:]) if text.strip() else ""
+
+
+# -- process groups ------------------------------------------------------------------------------
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a group. Zombies are dead: their parent just has not reaped them."""
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                members.append(proc)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return bool(_group_members(pgid))
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def kill_group(pgid: int, *, grace_s: float = 3.0, reap: subprocess.Popen | None = None) -> None:
+    """SIGTERM the group, wait up to ``grace_s`` for it to go, then SIGKILL what is left."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    delay = 0.01
+    while True:
+        if reap is not None:
+            reap.poll()  # reap our own child so it does not linger as a zombie group member
+        if not group_alive(pgid):
+            return
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    _signal_group(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        if reap is not None:
+            reap.poll()
+        if not group_alive(pgid):
+            return
+        await asyncio.sleep(0.02)
+
+
+# -- registry ------------------------------------------------------------------------------------
+
+
+class RegistryEntry(BaseModel):
+    pgid: int
+    pid: int
+    create_time: float = Field(description="psutil create_time of the group leader (guards against pid reuse).")
+    argv: list[str]
+    owner_pid: int = Field(description="The agent process that started it.")
+    owner_create_time: float
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    actual = _create_time(pid)
+    return actual is not None and abs(actual - create_time) < 0.05
+
+
+class ProcessRegistry:
+    """A JSON-lines file listing every process group this and other agent processes started.
+
+    ``reap()`` (call it at start-up) kills groups whose owning agent is gone; ``kill_all()`` kills the
+    groups this process owns (for atexit / signal handlers; it is synchronous on purpose). A file
+    lock makes concurrent agents sharing one registry safe.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[list[RegistryEntry]]:
+        """Yield the entries under an exclusive lock; the (possibly mutated) list is written back."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.seek(0)
+            entries: list[RegistryEntry] = []
+            for line in handle.read().splitlines():
+                with contextlib.suppress(ValueError):
+                    entries.append(RegistryEntry.model_validate_json(line))
+            before = list(entries)
+            yield entries
+            if entries != before:
+                handle.seek(0)
+                handle.truncate()
+                handle.write("".join(entry.model_dump_json() + "\n" for entry in entries))
+                handle.flush()
+
+    def entries(self) -> list[RegistryEntry]:
+        with self._locked() as entries:
+            return list(entries)
+
+    def add(self, pid: int, argv: Sequence[str]) -> None:
+        me = os.getpid()
+        entry = RegistryEntry(
+            pgid=pid,  # started with start_new_session: the leader's pid is the group id
+            pid=pid,
+            create_time=_create_time(pid) or time.time(),
+            argv=list(argv),
+            owner_pid=me,
+            owner_create_time=_create_time(me) or 0.0,
+        )
+        with self._locked() as entries:
+            entries.append(entry)
+
+    def remove(self, pgid: int) -> None:
+        with self._locked() as entries:
+            entries[:] = [e for e in entries if e.pgid != pgid]
+
+    @staticmethod
+    def _kill_recorded(entry: RegistryEntry) -> bool:
+        """SIGKILL a recorded group if it is still ours; True when something was killed."""
+        if _same_process(entry.pid, entry.create_time):
+            _signal_group(entry.pgid, signal.SIGKILL)
+            return True
+        if psutil.pid_exists(entry.pid):
+            return False  # the leader's pid now belongs to another process: not ours
+        # Leader gone; Linux does not hand out a pid while a group of that id exists, so members
+        # still carrying this pgid are the orphans of the recorded group.
+        members = _group_members(entry.pgid)
+        if members:
+            _signal_group(entry.pgid, signal.SIGKILL)
+        return bool(members)
+
+    def reap(self) -> list[int]:
+        """Kill groups left by agent processes that are gone; returns the pgids killed."""
+        killed = []
+        with self._locked() as entries:
+            keep = []
+            for entry in entries:
+                owner_alive = _same_process(entry.owner_pid, entry.owner_create_time)
+                if owner_alive and entry.owner_pid != os.getpid():
+                    keep.append(entry)  # another live agent's process: not ours to kill
+                elif not owner_alive and self._kill_recorded(entry):
+                    killed.append(entry.pgid)
+                elif owner_alive:
+                    keep.append(entry)  # our own live processes are stopped by their owners / kill_all
+            entries[:] = keep
+        return killed
+
+    def kill_all(self) -> list[int]:
+        """SIGKILL every group this process recorded (synchronous: safe in atexit and signal paths)."""
+        me = os.getpid()
+        killed = []
+        with self._locked() as entries:
+            for entry in entries:
+                if entry.owner_pid == me and self._kill_recorded(entry):
+                    killed.append(entry.pgid)
+            entries[:] = [e for e in entries if e.owner_pid != me]
+        return killed
+
+    def register_atexit(self) -> None:
+        """Kill this process's groups at interpreter exit (also after Ctrl-C's KeyboardInterrupt)."""
+        atexit.register(self.kill_all)
+
+
+# -- managed processes ---------------------------------------------------------------------------
+
+
+class ManagedProcess:
+    """A command in its own process group, cwd confined to a folder, env scrubbed, output to a log."""
+
+    def __init__(self, popen: subprocess.Popen, argv: list[str], log_path: Path, registry: ProcessRegistry | None) -> None:
+        self._popen = popen
+        self.argv = argv
+        self.log_path = log_path
+        self._registry = registry
+        self._stopped = False
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        registry: ProcessRegistry | None = None,
+    ) -> ManagedProcess:
+        """Start ``argv`` now (synchronous: Popen does not block). ``env`` defaults to ``scrubbed_env()``."""
+        cwd = Path(cwd)
+        if not cwd.is_dir():
+            raise FileNotFoundError(f"working folder {cwd} does not exist")
+        log_path = Path(log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            popen = subprocess.Popen(
+                list(argv),
+                cwd=cwd,
+                env=dict(env) if env is not None else scrubbed_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
+        if registry is not None:
+            try:
+                registry.add(popen.pid, list(argv))
+            except BaseException:  # an unrecorded group could not be reaped later: do not keep it
+                _signal_group(popen.pid, signal.SIGKILL)
+                popen.wait()
+                raise
+        return cls(popen, list(argv), log_path, registry)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def pgid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()
+
+    @property
+    def alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        return read_tail(self.log_path, lines=lines)
+
+    async def wait(self, timeout_s: float | None = None) -> int | None:
+        """Wait for the leader to exit; returns its code, or None when ``timeout_s`` passed first."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        delay = 0.01
+        while (code := self._popen.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            await asyncio.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 0.1)
+        return code
+
+    def kill_now(self) -> None:
+        """SIGKILL the whole group at once (synchronous, for cancellation paths)."""
+        _signal_group(self.pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._popen.wait(timeout=1.0)
+        self._forget()
+
+    async def stop(self, grace_s: float = 3.0) -> None:
+        """Kill the whole group (SIGTERM, then SIGKILL after ``grace_s``); safe to call twice."""
+        if not self._stopped:
+            await kill_group(self.pgid, grace_s=grace_s, reap=self._popen)
+        self._forget()
+
+    def _forget(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._popen.poll()
+        if self._registry is not None:
+            self._registry.remove(self.pgid)
+
+
+# -- one-shot commands ---------------------------------------------------------------------------
+
+
+class CommandResult(BaseModel):
+    argv: list[str]
+    exit_code: int | None = Field(description="None when it was killed for running past its timeout.")
+    timed_out: bool = False
+    seconds: float
+    output_tail: str = Field(default="", description="The last lines of stdout+stderr, ANSI codes removed.")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+async def run_command(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
+    registry: ProcessRegistry | None = None,
+    tail_lines: int = 40,
+) -> CommandResult:
+    """Run a command to completion in its own group; the group is killed on timeout or cancellation.
+
+    Whatever the command left running in its group (a backgrounded server) is killed when it ends.
+    """
+    started = time.monotonic()
+    temp_log = None
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix="webgen-cmd-", suffix=".log")
+        os.close(fd)
+        temp_log = log_path = Path(name)
+    try:
+        proc = ManagedProcess.start(argv, cwd=cwd, log_path=log_path, env=env, registry=registry)
+        try:
+            code = await proc.wait(timeout_s)
+        except BaseException:  # CancelledError, KeyboardInterrupt: never leave the group running
+            proc.kill_now()
+            raise
+        timed_out = code is None
+        await proc.stop(grace_s=2.0 if timed_out else 0.0)
+        return CommandResult(
+            argv=list(argv),
+            exit_code=code,
+            timed_out=timed_out,
+            seconds=round(time.monotonic() - started, 3),
+            output_tail=proc.log_tail(tail_lines),
+        )
+    finally:
+        if temp_log is not None:
+            temp_log.unlink(missing_ok=True)
