@@ -245,3 +245,7 @@ def runs(
 
 def main() -> None:  # pragma: no cover - console script entry
     app()
+
+
+# Commands of the other subsystems register themselves on ``app`` when imported (one module each).
+from webgen_agent.graph import cli_history  # noqa: E402,F401
