@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
@@ -155,3 +156,86 @@ async def resume_run(
     # The dead process's servers and browser may still be running.
     Resources.reap_orphans(Path(db_path))
     return await _drive(None, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+
+
+async def run_history(run_id: str, *, db_path: str | Path = DEFAULT_DB) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(one HistoryRow per coder step, the run's events) read from the checkpoints."""
+    from webgen_agent.checkpoints.history import events, history_rows, snapshots
+
+    if RunIndex(db_path).get(run_id) is None:
+        raise ValueError(f"no run {run_id} in {db_path}")
+    async with open_checkpointer(db_path) as saver:
+        history = await snapshots(compile_graph(saver), run_id)
+    return history_rows(history), events(history)
+
+
+async def fork_run(
+    run_id: str,
+    *,
+    step: int,
+    context: AgentContext,
+    note: str = "",
+    new_run_id: str | None = None,
+    out_dir: str | Path | None = None,
+    db_path: str | Path = DEFAULT_DB,
+    on_progress: ProgressCallback | None = None,
+) -> RunResult:
+    """Start a new run from the checkpoint after ``step`` of ``run_id``; the original stays intact.
+
+    The new run continues with a Refiner turn answering step ``step``'s feedback (plus ``note``).
+    """
+    from webgen_agent.checkpoints.history import snapshots, step_checkpoints
+    from webgen_agent.nodes.critic import results_text, template_feedback
+
+    runs = RunIndex(db_path)
+    original = runs.get(run_id)
+    if original is None:
+        raise ValueError(f"no run {run_id} in {db_path}")
+    new_run_id = new_run_id or f"{run_id}-fork{step}-{new_run_id_suffix()}"
+    if runs.get(new_run_id) is not None:
+        raise ValueError(f"run {new_run_id} already exists")
+    out = Path(out_dir) if out_dir else Path(context.runs_dir) / new_run_id
+    async with bound_resources(Path(db_path), context) as resources, open_checkpointer(db_path) as saver:
+        graph = compile_graph(saver)
+        snap = step_checkpoints(await snapshots(graph, run_id)).get(step)
+        if snap is None:
+            raise ValueError(f"run {run_id} has no step {step}")
+        values = dict(snap.values)
+        blobs = resources.store
+        forked_step = values["steps"][step]
+        tested = values["steps"][values["edit_step"]] if values.get("edit_step") is not None else None
+        if values.get("feedback"):
+            feedback = blobs.get_text(values["feedback"])
+        else:  # the step ended the run (finish, passed test): describe it as the critic would
+            results, focus = results_text(forked_step, tested if forked_step.get("action") != "edit" else None)
+            feedback = template_feedback(values["requirement"], results, focus)
+        if note.strip():
+            feedback = f"{feedback}\n\nNote from the user: {note.strip()}"
+        values.update(
+            run_id=new_run_id,
+            out_dir=str(out.resolve()),
+            feedback=blobs.put_text(feedback),
+            status="running",
+            chosen_step=None,
+            site_dir=None,
+        )
+        values.pop("events", None)
+        config = run_config(new_run_id, original.group_id)
+        # Written as if the critic had just run, so the next node is the Refiner (or finalize at budget);
+        # the runtime carries the context so the critic's router sees this run's limits.
+        update_config = {**config, "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)}}
+        await graph.aupdate_state(update_config, values, as_node="critic")
+    record = RunRecord(
+        run_id=new_run_id,
+        group_id=original.group_id,
+        requirement=original.requirement,
+        out_dir=str(out.resolve()),
+        parent_run=run_id,
+        fork_step=step,
+        settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
+    )
+    return await _drive(None, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+
+
+def new_run_id_suffix() -> str:
+    return new_run_id().rsplit("-", 1)[-1]

@@ -6,10 +6,11 @@ closing the loop and backtrack after ``error_limit`` consecutive errored steps.
 
 from __future__ import annotations
 
-from typing import Literal, get_args, get_type_hints
+from typing import Literal, Protocol, get_args, get_type_hints
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
 from webgen_agent.graph.context import AgentContext
@@ -28,22 +29,31 @@ class RoutingError(RuntimeError):
     """The state reached a router in a shape it does not expect (a bug, not a model failure)."""
 
 
-def _context(config_context: AgentContext | None) -> AgentContext:
-    if config_context is None:
-        raise RoutingError("the run has no context (model settings); pass context=AgentContext(...)")
-    return config_context
+class RoutingLimits(Protocol):
+    """What routers read from the run context (AgentContext satisfies it)."""
+
+    max_steps: int
+    error_limit: int
+    backtrack: bool
+    appearance_threshold: int
 
 
-def _should_backtrack(state: AgentState, context: AgentContext) -> bool:
+# Used only when a router runs outside a run (e.g. a state update from Studio without context).
+DEFAULT_LIMITS: RoutingLimits = AgentContext.model_construct(
+    **{name: field.default for name, field in AgentContext.model_fields.items() if name in RoutingLimits.__annotations__}
+)
+
+
+def _should_backtrack(state: AgentState, context: RoutingLimits) -> bool:
     return context.backtrack and state.get("consecutive_errors", 0) >= context.error_limit
 
 
-def _budget_spent(state: AgentState, context: AgentContext) -> bool:
+def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:
     return len(state.get("steps") or []) >= context.max_steps
 
 
 def route_after_coder(
-    state: AgentState, context: AgentContext
+    state: AgentState, context: RoutingLimits
 ) -> Literal["executor", "gui_tester", "critic", "backtrack", "finalize"]:
     step = state["steps"][state["current"]]
     action = step.get("action")
@@ -59,7 +69,7 @@ def route_after_coder(
     raise RoutingError(f"step {step.get('index')} has unknown action {action!r}")
 
 
-def route_after_executor(state: AgentState, context: AgentContext) -> Literal["screenshot_judge", "critic", "backtrack"]:
+def route_after_executor(state: AgentState, context: RoutingLimits) -> Literal["screenshot_judge", "critic", "backtrack"]:
     step = state["steps"][state["current"]]
     execution = step.get("execution")
     if execution is None:
@@ -69,35 +79,37 @@ def route_after_executor(state: AgentState, context: AgentContext) -> Literal["s
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_judge(state: AgentState, context: AgentContext) -> Literal["gui_tester", "critic", "backtrack"]:
+def route_after_judge(state: AgentState, context: RoutingLimits) -> Literal["gui_tester", "critic", "backtrack"]:
     step = state["steps"][state["current"]]
     if step.get("screenshot_score", 0) >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_gui(state: AgentState, context: AgentContext) -> Literal["finalize", "critic"]:
+def route_after_gui(state: AgentState, context: RoutingLimits) -> Literal["finalize", "critic"]:
     tested = state["steps"][state["edit_step"]]
     if tested.get("gui_passed") and tested.get("screenshot_score", 0) >= context.appearance_threshold:
         return "finalize"
     return "critic"
 
 
-def route_after_critic(state: AgentState, context: AgentContext) -> Literal["refiner", "finalize"]:
+def route_after_critic(state: AgentState, context: RoutingLimits) -> Literal["refiner", "finalize"]:
     return "finalize" if _budget_spent(state, context) else "refiner"
 
 
-def route_after_backtrack(state: AgentState, context: AgentContext) -> Literal["refiner", "generator", "finalize"]:
+def route_after_backtrack(state: AgentState, context: RoutingLimits) -> Literal["refiner", "generator", "finalize"]:
     if _budget_spent(state, context):
         return "finalize"
     return "refiner" if state.get("messages") else "generator"
 
 
 def _with_context(router):
-    """Adapt a (state, context) router to LangGraph's (state, runtime) call; keeps routers pure."""
+    """Adapt a pure (state, limits) router to LangGraph's call, reading the run's context."""
 
-    def route(state: AgentState, runtime) -> str:  # noqa: ANN001 - LangGraph passes its Runtime
-        return router(state, _context(runtime.context))
+    def route(state: AgentState) -> str:
+        runtime = get_runtime()
+        context = runtime.context if runtime is not None and runtime.context is not None else DEFAULT_LIMITS
+        return router(state, context)
 
     route.__name__ = router.__name__
     return route

@@ -7,6 +7,7 @@ import functools
 import inspect
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +23,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
 
 # Flags every command that talks to models accepts; explicit flags beat the environment.
@@ -41,7 +43,10 @@ _MODEL_FLAGS: list[tuple[str, str]] = [
 def with_model_flags(fn: Any) -> Any:
     """Add the model flags to a command; the command receives them as ``settings: Settings``."""
     signature = inspect.signature(fn)
-    params = [p for p in signature.parameters.values() if p.name != "settings"]
+    # Resolve the string annotations (postponed evaluation) so typer sees the Annotated options.
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation))
+              for p in signature.parameters.values() if p.name != "settings"]
     for name, help_text in _MODEL_FLAGS:
         params.append(
             inspect.Parameter(

@@ -7,9 +7,12 @@ messages from an earlier step while the abandoned steps stay listed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+# pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
+# TypedDict on Python < 3.12.
+from typing_extensions import TypedDict
 
 StepAction = Literal["edit", "screenshot_validated", "finish", "malformed"]
 

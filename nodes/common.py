@@ -23,6 +23,25 @@ def workspace_dir(state: AgentState) -> Path:
     return Path(state["out_dir"]) / "workspace"
 
 
+WORKSPACE_MARKER = ".webgen-manifest"  # which snapshot the workspace on disk holds
+
+
+def prepared_workspace(state: AgentState) -> Path:
+    """The run's workspace, made to hold exactly the snapshot the state names.
+
+    After a backtrack, a resume (the dead process may have written half a step) or a fork (a new
+    folder), the files on disk differ from the state; they are restored from the store.
+    """
+    workspace = workspace_dir(state)
+    workspace.mkdir(parents=True, exist_ok=True)
+    files = state.get("files") or ""
+    marker = workspace / WORKSPACE_MARKER
+    if not (marker.exists() and marker.read_text() == files):
+        get_resources().store.materialize(files or None, workspace)
+        marker.write_text(files)
+    return workspace
+
+
 def current_step(state: AgentState) -> Step:
     return state["steps"][state["current"]]
 

@@ -6,29 +6,15 @@ overlay, a blank page) and come back as text for the coder, never as exceptions.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from langgraph.runtime import Runtime
 
 from webgen_agent.graph.context import AgentContext
 from webgen_agent.graph.resources import get_resources
 from webgen_agent.graph.state import AgentState, Step
-from webgen_agent.nodes.common import Update, current_step, node, workspace_dir
+from webgen_agent.nodes.common import WORKSPACE_MARKER, Update, current_step, node, prepared_workspace
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.site import run_shell
 from webgen_agent.tools.workspace import apply_files
-
-MARKER = ".webgen-manifest"  # which snapshot the workspace on disk holds
-
-
-def sync_workspace(workspace: Path, files: str | None) -> None:
-    """Make the workspace match the snapshot the state names (after a backtrack, resume or fork)."""
-    marker = workspace / MARKER
-    if marker.exists() and marker.read_text() == (files or ""):
-        return
-    get_resources().store.materialize(files, workspace)
-    marker.write_text(files or "")
-
 
 @node("executor")
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
@@ -37,9 +23,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     blobs = resources.store
     step = current_step(state)
     parsed = parse_reply(blobs.get_text(step["completion"]))
-    workspace = workspace_dir(state)
-    workspace.mkdir(parents=True, exist_ok=True)
-    sync_workspace(workspace, state.get("files"))
+    workspace = prepared_workspace(state)
     before = blobs.manifest(state["files"]) if state.get("files") else {}
 
     applied = apply_files(workspace, parsed.files)
@@ -55,7 +39,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             problems.append(f"Shell action `{command[:120]}` failed: {result.output_tail[-1500:]}")
 
     files = blobs.snapshot(workspace)
-    (workspace / MARKER).write_text(files)
+    (workspace / WORKSPACE_MARKER).write_text(files)
     after = blobs.manifest(files)
     changed = sorted(p for p in after.keys() | before.keys() if after.get(p) != before.get(p))
 

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
+from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.graph.context import AgentContext
 from webgen_agent.graph.state import AgentState
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
 from webgen_agent.nodes.common import Update, node
+
+
+def run_identity(state: AgentState, context: AgentContext) -> Update:
+    """``run_id`` and ``out_dir`` for a run started with only a requirement (LangGraph Studio, a parent graph).
+
+    The run id defaults to the thread id, as for CLI runs; the folder to ``runs_dir/RUN_ID``.
+    """
+    if state.get("run_id") and state.get("out_dir"):
+        return {}
+    thread_id = str(get_config().get("configurable", {}).get("thread_id") or "")
+    run_id = state.get("run_id") or thread_id or new_run_id()
+    out_dir = state.get("out_dir") or str((Path(context.runs_dir) / run_id).resolve())
+    return {"run_id": run_id, "out_dir": out_dir}
 
 
 @node("generator")
@@ -21,4 +38,5 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
     update["files"] = None
+    update.update(run_identity(state, runtime.context))
     return update

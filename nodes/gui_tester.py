@@ -14,7 +14,7 @@ from webgen_agent.graph.context import AgentContext, api_key_for, find_chromium
 from webgen_agent.graph.resources import get_resources
 from webgen_agent.graph.state import AgentState, Step
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, current_step, edit_step, node, usage_record, workspace_dir
+from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.views import GuiVerdict, TestInstruction
 from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
@@ -61,7 +61,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         instruction, usage = await write_test_instruction(context, state["requirement"])
         update["test_instruction"] = instruction
 
-    site = resources.site(workspace_dir(state), context)
+    site = resources.site(prepared_workspace(state), context)
     served = await site.ensure_running(None)  # restarts a server that died since the edit step
     if not served.ok or not served.url:
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
