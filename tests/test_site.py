@@ -246,3 +246,35 @@ async def test_run_shell_uses_scrubbed_env(tmp_path: Path, registry: ProcessRegi
     assert result.exit_code == 4
     assert "key=unset ci=1" in result.output_tail and str(tmp_path) in result.output_tail
     assert registry.entries() == []
+
+
+async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_path: Path, runners, monkeypatch) -> None:
+    # Upstream WebGen-Bench's order; the npm calls are replaced so that only the retry logic runs.
+    from webgen_agent.tools.process import CommandResult
+
+    ws = tmp_path / "peer-conflict"
+    write_package(ws, {"build": "true"}, dependencies={"left-pad": "^1.3.0"})
+    (ws / "index.html").write_text("<h1>ok</h1>")
+    calls: list[list[str]] = []
+
+    async def fake_install(self: SiteRunner, extra: list[str]) -> CommandResult:
+        calls.append(extra)
+        ok = extra == ["--legacy-peer-deps"]
+        if ok:
+            (self.workspace / "node_modules").mkdir()
+        return CommandResult(argv=["npm", "install", *extra], exit_code=0 if ok else 1, seconds=0.0,
+                             output_tail="" if ok else "npm ERR! ERESOLVE could not resolve")
+
+    monkeypatch.setattr(SiteRunner, "_npm_install", fake_install)
+    result = await runners(ws, deps_cache_dir=None).ensure_running(None)
+    assert calls == [[], ["--force"], ["--legacy-peer-deps"]]
+    assert result.ok and result.install_ran and result.kind == "static"
+
+    calls.clear()
+    failing = tmp_path / "broken"
+    write_package(failing, {"dev": "vite"}, dependencies={"left-pad": "^1.3.0"})
+    monkeypatch.setattr(SiteRunner, "_npm_install", lambda self, extra: fake_install(self, ["x", *extra]))
+    result = await runners(failing, deps_cache_dir=None).ensure_running(None)
+    assert calls == [["x"], ["x", "--force"], ["x", "--legacy-peer-deps"]]
+    assert not result.ok and result.stage == "install"
+    assert "--force and then --legacy-peer-deps" in result.error and "ERESOLVE" in result.error

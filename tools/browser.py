@@ -13,6 +13,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -133,6 +134,7 @@ class SharedBrowser:
         self._browser: Browser | None = None
         self._cdp_url: str | None = None
         self._lock: asyncio.Lock | None = None
+        self._exclusive: asyncio.Lock | None = None
 
     @property
     def cdp_url(self) -> str:
@@ -224,8 +226,25 @@ class SharedBrowser:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[SharedBrowser]:
+        """Use the browser alone (captures and other holders wait).
+
+        A browser-use agent attached over CDP sees every tab of the browser, focuses whichever it
+        finds first and re-focuses another when that one closes, so beside a capture or a second
+        agent (concurrent runs) it would test another run's page. Hold this around such a client.
+        """
+        if self._exclusive is None:
+            self._exclusive = asyncio.Lock()
+        async with self._exclusive:
+            yield self
+
     async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems."""
+        async with self.exclusive():
+            return await self._capture(url, viewport=viewport, timeout_s=timeout_s)
+
+    async def _capture(self, url: str, *, viewport: tuple[int, int], timeout_s: float) -> PageCapture:
         await self.start()
         started = time.monotonic()
         # Keep part of the budget for the screenshot and text of a page that never finished loading.

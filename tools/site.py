@@ -48,6 +48,7 @@ Kind = Literal["npm", "static"]
 DEPS_MARKER = ".webgen-deps"  # skipped by snapshots (checkpoints.store.SKIPPED_FILES)
 LOCKFILES = ("package-lock.json", "npm-shrinkwrap.json")
 NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
 # Root-level files whose change needs a fresh dev server (vite restarts itself on some, not all).
 CONFIG_PATTERNS = (
     "package.json", "*.config.*", "tsconfig*.json", "jsconfig*.json", ".env*", ".postcssrc*", ".babelrc*",
@@ -463,8 +464,11 @@ class SiteRunner:
             return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
 
         result = await self._npm_install([])
-        if not result.ok and not result.timed_out:  # peer-dependency conflicts are the usual cause
-            result = await self._npm_install(["--legacy-peer-deps"])
+        # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
+        for retry in INSTALL_RETRIES:
+            if result.ok or result.timed_out:
+                break
+            result = await self._npm_install([retry])
         seconds = round(time.monotonic() - started, 3)
         if not result.ok:
             if result.timed_out:
@@ -472,7 +476,7 @@ class SiteRunner:
             else:
                 headline = (
                     f"`npm install` failed (exit code {result.exit_code}), also when retried with "
-                    "--legacy-peer-deps. Check the package names and versions in package.json."
+                    f"{' and then '.join(INSTALL_RETRIES)}. Check the package names and versions in package.json."
                 )
             return InstallResult(ran=True, error=_explain(headline, result.output_tail), log_tail=_last_lines(result.output_tail), seconds=seconds)
         keys = [key, dependency_key(ws)]  # npm may have written a lockfile: both keys describe this tree

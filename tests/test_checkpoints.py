@@ -1,0 +1,132 @@
+"""Checkpoints that pay their way: backtracking, restart, fork, concurrent runs in one database.
+
+Static sites (no npm) keep these fast; the scripted model answers over HTTP; Chromium is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from webgen_agent.checkpoints.history import snapshots
+from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.graph.api import fork_run, run_history, run_requirement
+from webgen_agent.graph.builder import compile_graph
+from webgen_agent.graph.demo import scenario_path, scripted_context
+from webgen_agent.tools.scripted.server import ScriptedServer
+from webgen_agent.tools.scripted.views import Scenario
+
+pytestmark = pytest.mark.e2e
+REQUIREMENT = "A notes page that shows the user's notes."
+
+
+@pytest.fixture(scope="module")
+def backtrack_server():
+    with ScriptedServer(Scenario.load(scenario_path("backtrack"))) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def backtrack_run(tmp_path_factory, backtrack_server, chromium_path):
+    base = tmp_path_factory.mktemp("backtrack")
+    db = base / "webgen.db"
+    result = await run_requirement(REQUIREMENT, context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
+                                   run_id="bt", out_dir=base / "out", db_path=db)
+    return result, db
+
+
+async def final_state(db: Path, run_id: str) -> dict:
+    async with open_checkpointer(db) as saver:
+        return (await compile_graph(saver).aget_state({"configurable": {"thread_id": run_id}})).values
+
+
+async def test_backtracks_to_the_best_step_after_five_errored_steps(backtrack_run):
+    result, db = backtrack_run
+    state = await final_state(db, "bt")
+    steps = state["steps"]
+    assert [s["errored"] for s in steps[:6]] == [False, True, True, True, True, True]
+    assert all(s["execution"]["stage"] == "render" for s in steps[1:6])
+    assert state["events"][0] == {"kind": "backtrack", "after_step": 5, "target_step": 0,
+                                  "reason": "5 consecutive errored steps"}
+    after = steps[6]
+    assert after["parent"] == 0 and after["screenshot_score"] == 4 and after["gui_passed"] is True
+    # The coder got step 0's conversation back, plus the rollback note: nothing of steps 1-5.
+    store = BlobStore(db)
+    prompt = store.get_json(after["prompt"])
+    assert prompt[:-1] == [*store.get_json(steps[0]["prompt"]), {"role": "assistant", "hash": steps[0]["completion"]}]
+    assert "rolled back to step 0" in store.get_text(prompt[-1]["hash"])
+    # Step 6 built on step 0's files, not on the broken steps' extra files.
+    assert set(store.manifest(after["files"])) == {"index.html"}
+    assert result.chosen_step == 6 and "Notes v2" in (Path(result.site_dir) / "index.html").read_text()
+
+
+async def test_backtrack_is_its_own_node_in_the_checkpoint_history(backtrack_run):
+    _, db = backtrack_run
+    async with open_checkpointer(db) as saver:
+        history = await snapshots(compile_graph(saver), "bt")
+    before_backtrack = [s for s in history if s.next == ("backtrack",)]
+    assert len(before_backtrack) == 1 and before_backtrack[0].values["current"] == 5
+    rows, events = await run_history("bt", db_path=db)
+    assert [r.step for r in rows] == list(range(7)) and all(r.checkpoint_id for r in rows)
+    assert events[0]["kind"] == "backtrack"
+
+
+async def test_restart_from_scratch_when_no_step_was_good(tmp_path, chromium_path):
+    with ScriptedServer(Scenario.load(scenario_path("restart"))) as server:
+        context = scripted_context(server.base_url, max_steps=7)
+        result = await run_requirement(REQUIREMENT, context=context, run_id="rs", out_dir=tmp_path / "out",
+                                       db_path=tmp_path / "webgen.db")
+    state = await final_state(tmp_path / "webgen.db", "rs")
+    assert state["events"][0]["kind"] == "restart" and state["events"][0]["after_step"] == 4
+    assert state["events"][0]["target_step"] is None
+    restarted = state["steps"][5]
+    assert restarted["role"] == "generator" and restarted["parent"] is None
+    store = BlobStore(tmp_path / "webgen.db")
+    assert set(store.manifest(restarted["files"])) == {"index.html"}  # the workspace was emptied
+    assert len(state["steps"]) == 7 and result.status == "finished"
+
+
+async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, backtrack_server, tmp_path):
+    result, db = backtrack_run
+    before = await final_state(db, "bt")
+    forked = await fork_run("bt", step=0, note="Use a two-column layout.", new_run_id="bt-fork",
+                            context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
+                            out_dir=tmp_path / "fork", db_path=db)
+    after = await final_state(db, "bt")
+    assert after == before  # the original run and all its later steps are intact
+    fork_state = await final_state(db, "bt-fork")
+    assert [s["index"] for s in fork_state["steps"]] == [0, 1]
+    store = BlobStore(db)
+    prompt = store.get_json(fork_state["steps"][1]["prompt"])
+    assert "Note from the user: Use a two-column layout." in store.get_text(prompt[-1]["hash"])
+    records = {r.run_id: r for r in RunIndex(db).list()}
+    assert records["bt-fork"].parent_run == "bt" and records["bt-fork"].fork_step == 0
+    assert records["bt"].status == "finished" and forked.status == "finished"
+
+
+def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path):
+    db = tmp_path / "shared.db"
+    flags = ["--base-url", backtrack_server.base_url, "--coder-model", "scripted-coder", "--vlm-model", "scripted-vlm",
+             "--feedback-model", "scripted-feedback", "--db", str(db)]
+    env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "webgen_agent.graph.cli", "run", REQUIREMENT, "--run-id", name,
+                          "--out", str(tmp_path / name), *flags], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+        for name in ("one", "two")
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    for proc, output in zip(procs, outputs):
+        assert proc.returncode == 0, output
+        assert "locked" not in output.lower()
+    records = {r.run_id: r for r in RunIndex(db).list()}
+    assert records["one"].status == records["two"].status == "finished"
+    assert records["one"].steps == records["two"].steps == 7
+    assert asyncio.run(final_state(db, "one"))["steps"][6]["gui_passed"] is True

@@ -1,0 +1,297 @@
+"""The graph served by ``langgraph dev`` (what LangGraph Studio talks to), driven with langgraph_sdk.
+
+One module fixture starts the dev server offline on a free port and the scripted model server,
+plays the demo scenario through the server's API, forks the thread from an earlier checkpoint, and
+stops everything (the server, and the dev servers and Chromium it started) whatever happens. The
+tests then check what it recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.graph.resources import Resources
+from webgen_agent.tools.scripted.server import ScriptedServer
+from webgen_agent.tools.scripted.views import Scenario
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+NODES = {"generator", "executor", "screenshot_judge", "gui_tester", "critic", "refiner", "backtrack", "finalize"}
+EDITED_INSTRUCTION = "Type 'Buy milk', click 'Add item' and check that 'Buy milk' is listed. (edited in a fork)"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class DevServer:
+    url: str
+    proc: subprocess.Popen
+    db_path: Path
+    runs_dir: Path
+    log: Path
+
+
+@contextlib.contextmanager
+def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
+    """``langgraph dev`` on a free port, offline, with its database and output folders under ``base``."""
+    cli = Path(sys.executable).with_name("langgraph")
+    if not cli.exists():
+        pytest.skip("langgraph-cli is not installed (pip install -e '.[test]')")
+    port = free_port()
+    db_path = base / "db" / "webgen.db"
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+        "LANGSMITH_TRACING": "false",
+        "WEBGEN_DB": str(db_path),
+        "WEBGEN_CHROMIUM": chromium,
+    }
+    log = base / "langgraph-dev.log"
+    # --allow-blocking: the nodes do short synchronous SQLite and file I/O (the blob store), which the
+    # dev server's blocking-call detector would otherwise turn into run errors.
+    command = [str(cli), "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
+               "--config", str(REPO / "langgraph.json")]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        yield DevServer(f"http://127.0.0.1:{port}", proc, db_path, base / "runs", log)
+    finally:
+        stop_process_tree(proc, db_path)
+
+
+def stop_process_tree(proc: subprocess.Popen, db_path: Path) -> None:
+    """Stop the server (gracefully, then by force) and everything it started."""
+    started = _descendants(proc.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    # Dev servers and Chromium run in their own process groups; the server's registry lists them.
+    Resources.reap_orphans(db_path)
+    for child in started:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(started, timeout=10)
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+async def wait_until_ready(server: DevServer, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient() as http:
+        while time.monotonic() < deadline:
+            if server.proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited ({server.proc.returncode}):\n{server.log.read_text()[-3000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await http.get(f"{server.url}/ok", timeout=2)).status_code == 200:
+                    return
+            await asyncio.sleep(0.5)
+    pytest.fail(f"langgraph dev did not answer in {timeout_s}s:\n{server.log.read_text()[-3000:]}")
+
+
+@dataclass
+class StudioSession:
+    graph: dict[str, Any] = field(default_factory=dict)
+    schemas: dict[str, Any] = field(default_factory=dict)
+    parts: list[tuple[str, Any]] = field(default_factory=list)  # (event, data) of the main run
+    final: dict[str, Any] = field(default_factory=dict)  # thread state after the main run
+    history: list[dict[str, Any]] = field(default_factory=list)
+    fork_from: dict[str, Any] = field(default_factory=dict)  # the earlier checkpoint forked from
+    fork_update: dict[str, Any] = field(default_factory=dict)
+    fork_parts: list[tuple[str, Any]] = field(default_factory=list)
+    fork_final: dict[str, Any] = field(default_factory=dict)
+    history_after_fork: list[dict[str, Any]] = field(default_factory=list)
+    gui_instruction_after_fork: str = ""
+    thread_id: str = ""
+    runs_dir: Path = Path()
+    started: list[int] = field(default_factory=list)  # pids the server started
+    still_alive: list[str] = field(default_factory=list)  # after stopping
+    log: str = ""
+
+
+async def _collect(stream) -> list[tuple[str, Any]]:
+    return [(part.event, part.data) async for part in stream]
+
+
+async def _play(session: StudioSession, server: DevServer, scripted_url: str) -> None:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=server.url)
+    assistant = (await client.assistants.search(graph_id="webgen_agent"))[0]
+    assistant_id = assistant["assistant_id"]
+    session.graph = await client.assistants.get_graph(assistant_id)
+    session.schemas = await client.assistants.get_schemas(assistant_id)
+    context = scripted_context(scripted_url, max_steps=8, runs_dir=str(server.runs_dir)).model_dump()
+
+    thread = await client.threads.create()
+    session.thread_id = thread["thread_id"]
+    # Only the requirement, as a Studio user types it: run_id and out_dir default in the graph.
+    session.parts = await _collect(client.runs.stream(
+        session.thread_id, assistant_id, input={"requirement": DEMO_REQUIREMENT}, context=context,
+        stream_mode=["updates", "custom"],
+    ))
+    session.final = (await client.threads.get_state(session.thread_id))["values"]
+    session.history = await client.threads.get_history(session.thread_id, limit=200)
+    session.started = [p.pid for p in _descendants(server.proc.pid)]
+
+    # Fork: the checkpoint where step 3 was judged and the GUI test is next; edit the test
+    # instruction as the screenshot judge, and run again from the new checkpoint.
+    session.fork_from = next(
+        h for h in session.history if h["next"] == ["gui_tester"] and len(h["values"]["steps"]) == 4
+    )
+    session.fork_update = await client.threads.update_state(
+        session.thread_id, {"test_instruction": EDITED_INSTRUCTION}, as_node="screenshot_judge",
+        checkpoint_id=session.fork_from["checkpoint"]["checkpoint_id"],
+    )
+    session.fork_parts = await _collect(client.runs.stream(
+        session.thread_id, assistant_id, input=None, context=context, stream_mode=["updates", "custom"],
+        checkpoint_id=session.fork_update["checkpoint"]["checkpoint_id"],
+    ))
+    session.fork_final = (await client.threads.get_state(session.thread_id))["values"]
+    session.history_after_fork = await client.threads.get_history(session.thread_id, limit=200)
+    gui_run = session.fork_final["steps"][3]["gui_run"]
+    session.gui_instruction_after_fork = BlobStore(server.db_path).get_json(gui_run)["instruction"]
+
+
+@pytest.fixture(scope="module")
+async def studio(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> StudioSession:
+    base = tmp_path_factory.mktemp("studio")
+    session = StudioSession()
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as scripted:
+        with langgraph_dev(base, chromium_path) as server:
+            session.runs_dir = server.runs_dir
+            try:
+                await wait_until_ready(server)
+                await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
+            finally:
+                session.log = server.log.read_text()[-4000:]
+    session.still_alive = [
+        " ".join(p.cmdline()[:3]) for p in _alive(session.started)
+    ]
+    return session
+
+
+def _alive(pids: list[int]) -> list[psutil.Process]:
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
+
+
+def _updated_nodes(parts: list[tuple[str, Any]]) -> list[str]:
+    return [node for event, data in parts if event == "updates" for node in data]
+
+
+def _progress(parts: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    return [data["webgen"] for event, data in parts if event == "custom" and "webgen" in data]
+
+
+def test_server_draws_the_graph_with_conditional_edges(studio: StudioSession) -> None:
+    nodes = {node["id"] for node in studio.graph["nodes"]}
+    assert nodes == NODES | {"__start__", "__end__"}
+    edges = {(e["source"], e["target"]): e.get("conditional", False) for e in studio.graph["edges"]}
+    assert edges[("__start__", "generator")] is False
+    assert edges[("executor", "screenshot_judge")] and edges[("executor", "backtrack")]
+    assert edges[("gui_tester", "finalize")] and edges[("critic", "refiner")]
+    assert edges[("backtrack", "generator")] and edges[("finalize", "__end__")] is False
+
+
+def test_studio_gets_the_settings_form_and_input_schema(studio: StudioSession) -> None:
+    context = studio.schemas["context_schema"]
+    assert {"coder", "vlm", "feedback", "max_steps", "error_limit", "critic"} <= set(context["properties"])
+    assert context["$defs"]["ModelSettings"]["required"] == ["model", "base_url"]
+    assert "requirement" in studio.schemas["input_schema"]["properties"]
+    assert "site_dir" in studio.schemas["output_schema"]["properties"]
+
+
+def test_stream_yields_node_updates_and_progress_events(studio: StudioSession) -> None:
+    errors = [data for event, data in studio.parts if event == "error"]
+    assert errors == [], studio.log
+    updated = _updated_nodes(studio.parts)
+    assert updated[0] == "generator" and updated[-1] == "finalize"
+    assert set(updated) == NODES - {"backtrack"}
+    progress = _progress(studio.parts)
+    ends = [e for e in progress if e["phase"] == "end"]
+    assert [e["node"] for e in ends] == updated  # one end event per node run, in order
+    assert all(e["seconds"] >= 0 for e in ends)
+    gui = [e for e in ends if e["node"] == "gui_tester"]
+    assert [e["gui_score"] for e in gui] == [2, 5]
+    assert any(e["node"] == "screenshot_judge" and e["screenshot_score"] == 5 for e in ends)
+    assert sum(e["input_tokens"] for e in ends) > 0
+
+
+def test_run_defaults_its_id_and_folder_and_finishes(studio: StudioSession) -> None:
+    final = studio.final
+    assert final["status"] == "finished" and final["chosen_step"] == 3
+    assert final["run_id"] == studio.thread_id
+    assert final["out_dir"] == str((studio.runs_dir / studio.thread_id).resolve())
+    assert (Path(final["site_dir"]) / "src" / "App.jsx").is_file()
+
+
+def test_history_has_a_checkpoint_for_every_node(studio: StudioSession) -> None:
+    history = list(reversed(studio.history))  # oldest first
+    next_nodes = [h["next"][0] for h in history if h["next"]]
+    assert next_nodes[0] == "__start__"
+    assert next_nodes[1:] == _updated_nodes(studio.parts)
+    assert history[-1]["next"] == [] and history[-1]["values"]["status"] == "finished"
+
+
+def test_fork_from_an_earlier_checkpoint_continues_from_there(studio: StudioSession) -> None:
+    assert studio.fork_update["checkpoint"]["checkpoint_id"] != studio.fork_from["checkpoint"]["checkpoint_id"]
+    assert _updated_nodes(studio.fork_parts) == ["gui_tester", "finalize"]  # nothing before the fork re-ran
+    assert studio.fork_final["status"] == "finished" and studio.fork_final["chosen_step"] == 3
+    assert studio.gui_instruction_after_fork == EDITED_INSTRUCTION
+    # The original branch is still in the history; the fork's first checkpoint hangs off the earlier one.
+    ids = {h["checkpoint"]["checkpoint_id"]: h for h in studio.history_after_fork}
+    assert studio.fork_from["checkpoint"]["checkpoint_id"] in ids
+    update = ids[studio.fork_update["checkpoint"]["checkpoint_id"]]
+    assert update["parent_checkpoint"]["checkpoint_id"] == studio.fork_from["checkpoint"]["checkpoint_id"]
+    assert len(studio.history_after_fork) > len(studio.history)
+
+
+def test_server_and_everything_it_started_are_stopped(studio: StudioSession) -> None:
+    assert studio.started, "the server started no dev server or browser?"
+    assert studio.still_alive == []
+    leftovers = []
+    for proc in psutil.process_iter(["cwd"]):
+        with contextlib.suppress(psutil.Error):
+            if (proc.info["cwd"] or "").startswith(str(studio.runs_dir)):
+                leftovers.append(proc.pid)
+    assert leftovers == []
+
