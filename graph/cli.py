@@ -218,10 +218,12 @@ def demo(
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
+    from webgen_agent.checkpoints.report import REPORT_NAME
     from webgen_agent.graph.demo import run_demo
 
     result = _run_async(run_demo(out_dir=out, db_path=resolve_db(db), console=console))
     _print_result(result)
+    console.print(f"report: {Path(result.out_dir) / REPORT_NAME}", soft_wrap=True, highlight=False)
     if result.status != "finished":
         raise typer.Exit(1)
 
@@ -254,6 +256,7 @@ def main() -> None:  # pragma: no cover - console script entry
 
 # Commands of the other subsystems register themselves on ``app`` when imported (one module each).
 from webgen_agent.graph import cli_history  # noqa: E402,F401
+from webgen_agent.graph import cli_report  # noqa: E402,F401
 
 
 if __name__ == "__main__":  # python -m webgen_agent.graph.cli

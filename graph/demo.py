@@ -8,6 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from webgen_agent.checkpoints.report import REPORT_NAME
+from webgen_agent.checkpoints.report_html import write_report
 from webgen_agent.graph.api import RunResult, run_requirement
 from webgen_agent.graph.context import AgentContext, ModelSettings
 from webgen_agent.graph.progress import ProgressView
@@ -35,14 +37,18 @@ def scripted_context(base_url: str, **overrides: object) -> AgentContext:
 
 
 async def run_demo(*, out_dir: Path | None, db_path: Path, console: Console | None = None) -> RunResult:
+    """Play the demo scenario; the run's folder ends up with the site, screenshots and ``report.html``."""
     scenario = Scenario.load(scenario_path("demo"))
     run_id = time.strftime("demo-%Y%m%d-%H%M%S")
     with ScriptedServer(scenario) as server:
         context = scripted_context(server.base_url, max_steps=8)
         if console is None:
-            return await run_requirement(DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir,
-                                         db_path=db_path)
-        console.print(f"scripted model server: {server.base_url}  run id: [bold]{run_id}[/bold]")
-        with ProgressView(console, f"demo {run_id}") as view:
-            return await run_requirement(DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir,
-                                         db_path=db_path, on_progress=view.on_event)
+            result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir,
+                                           db_path=db_path)
+        else:
+            console.print(f"scripted model server: {server.base_url}  run id: [bold]{run_id}[/bold]")
+            with ProgressView(console, f"demo {run_id}") as view:
+                result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir,
+                                               db_path=db_path, on_progress=view.on_event)
+    await write_report(run_id, db_path=db_path, out=Path(result.out_dir) / REPORT_NAME)
+    return result

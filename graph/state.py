@@ -51,6 +51,7 @@ class Step(TypedDict, total=False):
     gui_suggestions: list[str]
     gui_run: str | None  # blob hash of the GUI run record (actions, answer)
     critique: str | None  # blob hash of the llm Critic's answer
+    critic_prompt: str | None  # blob hash of the JSON messages the llm Critic was sent
     feedback: str | None  # blob hash of the message the next Refiner turn got
     errored: bool
     timings: dict[str, float]  # node -> wall seconds

@@ -73,6 +73,7 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     patch: Step = {"index": step["index"]}
     if runtime.context.critic == "llm" and step.get("action") != "malformed":
         messages = [{"role": "user", "content": prompts.critic_llm_user(state["requirement"], results)}]
+        patch["critic_prompt"] = store().put_json(messages)  # exported with the critique as training data
         answer = await ask_structured(runtime.context.feedback, "feedback", messages, Critique)
         patch["tokens"] = {"critic": usage_record(answer.usage)}
         if answer.value is not None:

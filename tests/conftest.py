@@ -126,3 +126,19 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
 
 
 # ---- end of execution fixtures -----------------------------------------------------------------
+
+
+# ---- whole-run fixtures ------------------------------------------------------------------------
+# One uninterrupted run of the built-in demo, shared by the tests that compare against it.
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str):
+    import os
+
+    from webgen_agent.graph.demo import run_demo
+
+    os.environ["WEBGEN_CHROMIUM"] = chromium_path
+    base = tmp_path_factory.mktemp("demo")
+    result = await run_demo(out_dir=base / "out", db_path=base / "db" / "webgen.db", console=None)
+    return result, base

@@ -7,27 +7,16 @@ poorly, a good-looking page whose Add button is broken (the GUI agent finds out)
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import psutil
 import pytest
 
-from webgen_agent.graph.demo import run_demo
-
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-async def demo_result(tmp_path_factory, deps_cache_dir, chromium_path):
-    os.environ["WEBGEN_CHROMIUM"] = chromium_path
-    base = tmp_path_factory.mktemp("demo")
-    result = await run_demo(out_dir=base / "out", db_path=base / "db" / "webgen.db", console=None)
-    return result, base
-
-
-async def test_demo_story_is_played_for_real(demo_result):
-    result, _ = demo_result
+async def test_demo_story_is_played_for_real(demo_run):
+    result, _ = demo_run
     assert result.status == "finished"
     steps = {s.index: s for s in result.summary.steps}
     assert sorted(steps) == [0, 1, 2, 3]
@@ -42,8 +31,8 @@ async def test_demo_story_is_played_for_real(demo_result):
     assert result.chosen_step == 3
 
 
-async def test_demo_outputs_site_screenshots_and_accounting(demo_result):
-    result, _ = demo_result
+async def test_demo_outputs_site_screenshots_and_accounting(demo_run):
+    result, _ = demo_run
     out = Path(result.out_dir)
     app = (out / "site" / "src" / "App.jsx").read_text()
     assert "setItems([...items, text])" in app
@@ -59,8 +48,8 @@ async def test_demo_outputs_site_screenshots_and_accounting(demo_result):
     assert run["input_tokens"] > 0 and run["wall_seconds"] > 0
 
 
-async def test_demo_leaves_no_server_or_browser_behind(demo_result):
-    result, _ = demo_result
+async def test_demo_leaves_no_server_or_browser_behind(demo_run):
+    result, _ = demo_run
     workspace = str(Path(result.out_dir) / "workspace")
     leftovers = []
     for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):

@@ -244,7 +244,7 @@ async def test_page_that_never_loads_ends_at_the_deadline() -> None:
 @pytest.mark.e2e
 @needs_chromium
 async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Path) -> None:
-    port = free_port()
+    profile = tmp_path / "profile"
     chromium = subprocess.Popen(
         [
             CHROMIUM,
@@ -256,8 +256,8 @@ async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Pat
             "--disable-component-update",
             "--disable-sync",
             "--disable-quic",
-            f"--remote-debugging-port={port}",
-            f"--user-data-dir={tmp_path / 'profile'}",
+            "--remote-debugging-port=0",  # Chromium picks a port and writes it to DevToolsActivePort
+            f"--user-data-dir={profile}",
             "about:blank",
         ],
         stdout=subprocess.DEVNULL,
@@ -265,9 +265,11 @@ async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Pat
         env={**os.environ, "TMPDIR": str(tmp_path)},  # its socket folder lands here, not in /tmp
     )
     try:
+        port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + 20
-        while not (tmp_path / "profile" / "DevToolsActivePort").exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
         async with scripted(TODO_RULES) as server:
             run = await run_gui_agent(
                 url=site_url,

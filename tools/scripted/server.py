@@ -62,8 +62,9 @@ class ScriptedModel:
     """The request handlers over one scenario; keeps the request log."""
 
     def __init__(self, scenario: Scenario) -> None:
-        self.scenario = scenario
-        self.rules = RuleBook(scenario)
+        # Scenarios built in code (not Scenario.load) read their content files relative to the cwd.
+        self.scenario = scenario.with_files_loaded(Path.cwd())
+        self.rules = RuleBook(self.scenario)
         self.stopping = threading.Event()
         self._log: list[RequestRecord] = []
         self._log_lock = threading.Lock()

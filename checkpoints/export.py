@@ -1,0 +1,329 @@
+"""Training exports from the checkpoints: Step-GRPO steps, SFT conversations, Critic credit, raw rewards.
+
+Trajectories are read as each run's final checkpoint state (runs listed from the runs table,
+grouped by ``group_id``); prompts, completions and critiques are rebuilt from the blob store. Blob
+reads are batched and cached: the steps of one trajectory share most of their prompt (system
+message, requirement, earlier turns), so each message is read and decoded once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from webgen_agent.checkpoints.rewards import advantages, group_stats, step_reward
+from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.checkpoints.views import (
+    ChatMessage,
+    CriticRecord,
+    ExportFormat,
+    ExportReport,
+    RewardsRecord,
+    SftRecord,
+    StepGrpoRecord,
+    TokenLogprob,
+)
+from webgen_agent.graph.state import Step
+from webgen_agent.nodes.views import Critique
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One run's record and final state."""
+
+    run: RunRecord
+    values: dict[str, Any]
+
+    @property
+    def trajectory_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def group_id(self) -> str:
+        """The instruction id; a run started without one is a group of its own."""
+        return self.run.group_id or self.run.run_id
+
+    @property
+    def steps(self) -> list[Step]:
+        return list(self.values.get("steps") or [])
+
+    @property
+    def chosen_step(self) -> int | None:
+        return self.values.get("chosen_step")
+
+
+async def load_trajectories(
+    db_path: str | Path, *, groups: Sequence[str] | None = None, include_unfinished: bool = False
+) -> list[Trajectory]:
+    """Final states of the runs (finished ones unless ``include_unfinished``), ordered by group."""
+    from webgen_agent.graph.builder import compile_graph  # the graph imports the nodes: only when reading
+
+    wanted = set(groups or [])
+    runs = [
+        run
+        for run in RunIndex(db_path).list()
+        if (not wanted or run.group_id in wanted) and (include_unfinished or run.status == "finished")
+    ]
+    trajectories: list[Trajectory] = []
+    async with open_checkpointer(db_path) as saver:
+        graph = compile_graph(saver)
+        for run in runs:
+            snapshot = await graph.aget_state({"configurable": {"thread_id": run.run_id}})
+            if snapshot.values.get("steps"):
+                trajectories.append(Trajectory(run=run, values=dict(snapshot.values)))
+    trajectories.sort(key=lambda t: (t.group_id, t.run.created_at, t.trajectory_id))
+    return trajectories
+
+
+class BlobTexts:
+    """Decoded blobs read in batches and kept, so shared prompt prefixes are read once."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self._raw: dict[str, bytes] = {}
+        self._messages: dict[tuple[str, str], ChatMessage] = {}
+        self._prompts: dict[str, list[ChatMessage]] = {}
+
+    def prefetch(self, digests: Iterable[str | None]) -> None:
+        missing = {d for d in digests if d and d not in self._raw}
+        if missing:
+            self._raw.update(self.store.get_many(missing))
+
+    def raw(self, digest: str) -> bytes:
+        if digest not in self._raw:
+            self._raw[digest] = self.store.get(digest)  # raises KeyError naming the blob
+        return self._raw[digest]
+
+    def text(self, digest: str) -> str:
+        return self.raw(digest).decode("utf-8")
+
+    def json(self, digest: str) -> Any:
+        return json.loads(self.raw(digest))
+
+    def prefetch_prompts(self, prompt_digests: Iterable[str | None]) -> None:
+        """Read prompt lists, then every message they name, in two batched rounds."""
+        digests = [d for d in prompt_digests if d]
+        self.prefetch(digests)
+        self.prefetch(ref["hash"] for d in set(digests) for ref in self.json(d))
+
+    def prompt(self, digest: str) -> list[ChatMessage]:
+        """The coder messages a step's ``prompt`` blob (a JSON list of ChatRef) names, texts filled in."""
+        cached = self._prompts.get(digest)
+        if cached is None:
+            cached = [self._message(ref["role"], ref["hash"]) for ref in self.json(digest)]
+            self._prompts[digest] = cached
+        return cached
+
+    def _message(self, role: str, digest: str) -> ChatMessage:
+        key = (role, digest)
+        message = self._messages.get(key)
+        if message is None:
+            message = ChatMessage(role=role, content=self.text(digest))  # type: ignore[arg-type]
+            self._messages[key] = message
+        return message
+
+
+def _scored_step(step: Step, steps: Sequence[Step]) -> Step:
+    """The step whose scores a step is credited with (mirrors step_reward's control-word rule)."""
+    if step.get("action") in ("screenshot_validated", "finish") and step.get("tests_step") is not None:
+        return next((s for s in steps if s["index"] == step["tests_step"]), step)
+    return step
+
+
+def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
+    if not digest:
+        return []
+    return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
+
+
+def _group_rewards(trajectories: Sequence[Trajectory]) -> dict[str, list[float]]:
+    """Every step reward of every trajectory of each group (the R of the advantage formula)."""
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for trajectory in trajectories:
+        steps = trajectory.steps
+        rewards[trajectory.group_id].extend(step_reward(step, steps) for step in steps)
+    return rewards
+
+
+def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[StepGrpoRecord]:
+    """One record per coder step, advantages normalised over the step rewards of the whole group."""
+    all_steps = [step for t in trajectories for step in t.steps]
+    texts.prefetch_prompts(step.get("prompt") for step in all_steps)
+    texts.prefetch(d for step in all_steps for d in (step.get("completion"), step.get("logprobs")))
+    group_rewards = _group_rewards(trajectories)
+    group_trajectories: dict[str, int] = defaultdict(int)
+    for trajectory in trajectories:
+        group_trajectories[trajectory.group_id] += 1
+    stats = {group: group_stats(rewards) for group, rewards in group_rewards.items()}
+    group_advantages = {group: iter(advantages(rewards)) for group, rewards in group_rewards.items()}
+    for trajectory in trajectories:
+        steps = trajectory.steps
+        group = trajectory.group_id
+        mean, std = stats[group]
+        for step in steps:
+            scored = _scored_step(step, steps)
+            logprobs = _logprobs(texts, step.get("logprobs"))
+            # model_construct: the parts are validated already and this runs once per step of the export.
+            yield StepGrpoRecord.model_construct(
+                group_id=group,
+                trajectory_id=trajectory.trajectory_id,
+                step=step["index"],
+                role=step.get("role", "refiner"),
+                action=step.get("action", "edit"),
+                prompt=texts.prompt(step["prompt"]),
+                completion=texts.text(step["completion"]),
+                screenshot_score=int(scored.get("screenshot_score", 0)),
+                gui_score=int(scored.get("gui_score", 0)),
+                scored_step=scored["index"],
+                reward=step_reward(step, steps),
+                advantage=next(group_advantages[group]),
+                group_mean=mean,
+                group_std=std,
+                group_size=len(group_rewards[group]),
+                group_trajectories=group_trajectories[group],
+                format_ok=bool(step.get("format_ok", True)),
+                model=step.get("model", ""),
+                has_logprobs=bool(step.get("logprobs")),
+                logprobs=logprobs,
+                chosen=step["index"] == trajectory.chosen_step,
+            )
+
+
+def _final_step(trajectory: Trajectory) -> Step:
+    chosen = trajectory.chosen_step
+    steps = trajectory.steps
+    return next((s for s in steps if s["index"] == chosen), steps[-1])
+
+
+def sft_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts, *, min_score: float | None = None
+) -> Iterator[SftRecord]:
+    """The conversation up to and including the chosen (else the last) step's completion."""
+    finals = [(t, _final_step(t)) for t in trajectories]
+    texts.prefetch_prompts(step.get("prompt") for _, step in finals)
+    texts.prefetch(step.get("completion") for _, step in finals)
+    for trajectory, step in finals:
+        steps = trajectory.steps
+        reward = step_reward(step, steps)
+        if min_score is not None and reward < min_score:
+            continue
+        scored = _scored_step(step, steps)
+        answer = ChatMessage(role="assistant", content=texts.text(step["completion"]))
+        yield SftRecord(
+            messages=[*texts.prompt(step["prompt"]), answer],
+            group_id=trajectory.group_id,
+            trajectory_id=trajectory.trajectory_id,
+            step=step["index"],
+            reward=reward,
+            screenshot_score=int(scored.get("screenshot_score", 0)),
+            gui_score=int(scored.get("gui_score", 0)),
+        )
+
+
+def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[CriticRecord]:
+    """One record per llm critique that a Refiner step answered; credit = its reward gain."""
+    critiqued = [(t, s) for t in trajectories for s in t.steps if s.get("critique") and s.get("critic_prompt")]
+    texts.prefetch(d for _, s in critiqued for d in (s["critique"], s["critic_prompt"]))
+    for trajectory, step in critiqued:
+        steps = trajectory.steps
+        # The Refiner answers the critic right away, so its step is the next one.
+        after = next((s for s in steps if s["index"] == step["index"] + 1 and s.get("role") == "refiner"), None)
+        if after is None:
+            continue  # the step budget ran out after the critique: no refinement to credit
+        critique = Critique.model_validate(texts.json(step["critique"]))
+        before_reward, after_reward = step_reward(step, steps), step_reward(after, steps)
+        yield CriticRecord(
+            group_id=trajectory.group_id,
+            trajectory_id=trajectory.trajectory_id,
+            step=step["index"],
+            next_step=after["index"],
+            prompt=[ChatMessage.model_validate(m) for m in texts.json(step["critic_prompt"])],
+            completion=critique.model_dump_json(),
+            critique=critique,
+            reward_before=before_reward,
+            reward_after=after_reward,
+            credit=after_reward - before_reward,
+        )
+
+
+def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecord]:
+    for trajectory in trajectories:
+        steps = trajectory.steps
+        scored = [_scored_step(s, steps) for s in steps]
+        chosen = trajectory.chosen_step
+        yield RewardsRecord(
+            group_id=trajectory.group_id,
+            trajectory_id=trajectory.trajectory_id,
+            status=trajectory.run.status,
+            chosen_step=-1 if chosen is None else chosen,
+            steps=[s["index"] for s in steps],
+            rewards=[step_reward(s, steps) for s in steps],
+            screenshot_scores=[int(s.get("screenshot_score", 0)) for s in scored],
+            gui_scores=[int(s.get("gui_score", 0)) for s in scored],
+            format_ok=[bool(s.get("format_ok", True)) for s in steps],
+        )
+
+
+def write_jsonl(records: Iterable[BaseModel], path: Path) -> int:
+    """Write one JSON object a line (via a temporary file, so a failed export leaves no half file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    count = 0
+    with partial.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(record.model_dump_json())
+            handle.write("\n")
+            count += 1
+    partial.replace(path)
+    return count
+
+
+def build_records(
+    export_format: ExportFormat, trajectories: Sequence[Trajectory], store: BlobStore, *, min_score: float | None = None
+) -> Iterator[BaseModel]:
+    texts = BlobTexts(store)
+    if export_format == "step-grpo":
+        return step_grpo_records(trajectories, texts)
+    if export_format == "sft":
+        return sft_records(trajectories, texts, min_score=min_score)
+    if export_format == "critic":
+        return critic_records(trajectories, texts)
+    if export_format == "rewards":
+        return rewards_records(trajectories)
+    raise ValueError(f"unknown export format {export_format!r}")
+
+
+async def export_trajectories(
+    export_format: ExportFormat,
+    out: str | Path,
+    *,
+    db_path: str | Path,
+    groups: Sequence[str] | None = None,
+    min_score: float | None = None,
+    include_unfinished: bool = False,
+) -> ExportReport:
+    """Read the trajectories and write ``out`` (JSON lines) in ``export_format``."""
+    started = time.monotonic()
+    trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
+    store = BlobStore(db_path)
+    try:
+        count = write_jsonl(build_records(export_format, trajectories, store, min_score=min_score), Path(out))
+    finally:
+        store.close()
+    return ExportReport(
+        format=export_format,
+        path=str(out),
+        records=count,
+        trajectories=len(trajectories),
+        groups=len({t.group_id for t in trajectories}),
+        seconds=round(time.monotonic() - started, 3),
+    )

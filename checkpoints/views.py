@@ -1,0 +1,122 @@
+"""Pydantic types of the training exports (one JSON line per record; see docs/exports.md).
+
+Every field has one JSON type in every record (no "null here, a list there"): Arrow, and so
+``datasets.load_dataset("json", ...)``, infers one schema per column and fails on mixed types.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from webgen_agent.nodes.views import Critique
+
+ExportFormat = Literal["step-grpo", "sft", "critic", "rewards"]
+
+
+class ChatMessage(BaseModel):
+    """One chat message as the model saw it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant"] = Field(description="Who wrote the message.")
+    content: str = Field(description="The message text, exactly as sent.")
+
+
+class TokenLogprob(BaseModel):
+    """One sampled token and its log-probability, as the endpoint returned it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(description="The token text (tokens join back to the completion).")
+    logprob: float = Field(description="Natural-log probability of the token under the sampling model.")
+
+
+class StepGrpoRecord(BaseModel):
+    """One coder step (Generator or Refiner output) with its reward and group-normalised advantage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str = Field(description="Instruction id; advantages are normalised over this group.")
+    trajectory_id: str = Field(description="Run id (one checkpoint thread) the step belongs to.")
+    step: int = Field(description="Index of the step in its trajectory, from 0.")
+    role: Literal["generator", "refiner"] = Field(description="The node that asked the coder.")
+    action: str = Field(description="edit, screenshot_validated, finish or malformed.")
+    prompt: list[ChatMessage] = Field(description="The exact messages the coder was sent, system message first.")
+    completion: str = Field(description="The coder's raw output.")
+    screenshot_score: int = Field(description="Screenshot grade 1-5 of the scored edit (0 when nothing rendered).")
+    gui_score: int = Field(description="GUI-test grade 1-5 of the scored edit (0 when not run).")
+    scored_step: int = Field(
+        description="The step whose scores give the reward: itself, or for a control word the code edit it refers to."
+    )
+    reward: float = Field(description="screenshot_score + gui_score (0-10); -1 for a malformed reply.")
+    advantage: float = Field(description="(reward - group_mean) / (group_std + 1e-6).")
+    group_mean: float = Field(description="Mean reward of every exported step of every trajectory of the group.")
+    group_std: float = Field(description="Sample standard deviation (ddof=1) of those rewards; 1 for a one-step group.")
+    group_size: int = Field(description="Number of steps the group statistics cover.")
+    group_trajectories: int = Field(description="Number of trajectories in the group.")
+    format_ok: bool = Field(description="The reply followed the edit format.")
+    model: str = Field(description="Model name the endpoint reported.")
+    has_logprobs: bool = Field(description="The endpoint returned token logprobs for this completion.")
+    logprobs: list[TokenLogprob] = Field(description="Per-token logprobs of the completion; empty when not returned.")
+    chosen: bool = Field(description="This step's files became the trajectory's final site.")
+
+
+class SftRecord(BaseModel):
+    """One trajectory as a multi-turn conversation ending with the chosen step's completion."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[ChatMessage] = Field(description="System, user and assistant turns; train on the assistant turns.")
+    group_id: str = Field(description="Instruction id.")
+    trajectory_id: str = Field(description="Run id.")
+    step: int = Field(description="The chosen step (the last step when none was chosen).")
+    reward: float = Field(description="Reward of that step (screenshot_score + gui_score, -1 if malformed).")
+    screenshot_score: int = Field(description="Screenshot grade of that step.")
+    gui_score: int = Field(description="GUI-test grade of that step.")
+
+
+class CriticRecord(BaseModel):
+    """One llm-Critic critique and how much the refinement it led to improved the reward (WebLoop)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str = Field(description="Instruction id.")
+    trajectory_id: str = Field(description="Run id.")
+    step: int = Field(description="The coder step that was critiqued.")
+    next_step: int = Field(description="The Refiner step that answered the critique.")
+    prompt: list[ChatMessage] = Field(description="The exact messages the Critic was sent.")
+    completion: str = Field(description="The critique as JSON text (the Critique schema).")
+    critique: Critique = Field(description="The same critique as a structure.")
+    reward_before: float = Field(description="Reward of the critiqued step.")
+    reward_after: float = Field(description="Reward of the step after the refinement.")
+    credit: float = Field(description="reward_after - reward_before.")
+
+
+class RewardsRecord(BaseModel):
+    """One trajectory's raw step rewards, for normalisations other than Step-GRPO's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str = Field(description="Instruction id.")
+    trajectory_id: str = Field(description="Run id.")
+    status: str = Field(description="Run status: finished, failed or interrupted.")
+    chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
+    steps: list[int] = Field(description="Step indices, in order.")
+    rewards: list[float] = Field(description="Reward of each step (same order).")
+    screenshot_scores: list[int] = Field(description="Screenshot grade credited to each step.")
+    gui_scores: list[int] = Field(description="GUI-test grade credited to each step.")
+    format_ok: list[bool] = Field(description="Whether each reply followed the edit format.")
+
+
+class ExportReport(BaseModel):
+    """What an export wrote."""
+
+    format: ExportFormat
+    path: str
+    records: int = Field(description="JSON lines written.")
+    trajectories: int = Field(description="Trajectories read.")
+    groups: int = Field(description="Groups read.")
+    skipped: dict[str, int] = Field(default_factory=dict, description="Reason -> count of items left out.")
+    seconds: float = 0.0

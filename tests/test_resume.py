@@ -1,0 +1,115 @@
+"""Resume after kill -9 at several points: same steps, scores and files as an uninterrupted run.
+
+The agent runs as a real CLI process against a scripted server in this test process; it is killed
+with SIGKILL twice (during the first build, then later in the run) and resumed each time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.checkpoints.store import iter_project_files
+from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path
+from webgen_agent.tools.scripted.server import ScriptedServer
+from webgen_agent.tools.scripted.views import Scenario
+
+pytestmark = pytest.mark.e2e
+
+
+def checkpoint_count(db: Path, run_id: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", [run_id]).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0  # the tables are not created yet
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "webgen_agent.graph.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while checkpoint_count(db, run_id) < checkpoints:
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the run did not reach the kill point"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def owned_groups(db: Path, owner: int) -> list[int]:
+    registry = db.parent / "processes.jsonl"
+    entries = [json.loads(line) for line in registry.read_text().splitlines() if line.strip()]
+    return [e["pgid"] for e in entries if e["owner_pid"] == owner]
+
+
+def group_alive(pgid: int) -> bool:
+    return any(
+        p.status() != psutil.STATUS_ZOMBIE
+        for p in psutil.process_iter()
+        if _pgid(p.pid) == pgid
+    )
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def site_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in iter_project_files(folder)}
+
+
+def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_run, chromium_path):
+    reference, _ = demo_run
+    db = tmp_path / "db" / "webgen.db"
+    env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
+        flags = ["--base-url", server.base_url, "--coder-model", "scripted-coder", "--vlm-model", "scripted-vlm",
+                 "--feedback-model", "scripted-feedback", "--db", str(db)]
+        first = start(["run", DEMO_REQUIREMENT, "--run-id", "r", "--out", str(tmp_path / "out"), "--max-steps", "8",
+                       *flags], env)
+        kill_when(first, db, "r", checkpoints=3)  # step 0 is being built (npm install / vite start)
+        assert RunIndex(db).get("r").status == "interrupted"
+        orphans = owned_groups(db, first.pid)
+
+        second = start(["resume", "r", *flags], env)
+        kill_when(second, db, "r", checkpoints=12)  # later: step 2 is being judged or GUI-tested
+        orphans += owned_groups(db, second.pid)
+        assert orphans, "the killed runs started servers or a browser"
+
+        third = start(["resume", "r", *flags], env)
+        output = third.communicate(timeout=300)[0]
+        assert third.returncode == 0, output
+        coder_turns = Counter(r.turn for r in server.requests if r.model == "scripted-coder")
+
+    assert not [g for g in orphans if group_alive(g)], "resume reaps what the dead processes left running"
+    record = RunIndex(db).get("r")
+    assert record.status == "finished"
+    summary = json.loads((tmp_path / "out" / "run.json").read_text())
+    expected = [(s.index, s.action, s.screenshot_score, s.gui_score, s.gui_passed, s.errored)
+                for s in reference.summary.steps]
+    got = [(s["index"], s["action"], s["screenshot_score"], s["gui_score"], s["gui_passed"], s["errored"])
+           for s in summary["steps"]]
+    assert got == expected
+    assert summary["chosen_step"] == reference.chosen_step
+    assert site_files(tmp_path / "out" / "site") == site_files(Path(reference.site_dir))
+    # Finished steps were not asked again: only a call in flight at a kill may repeat.
+    assert coder_turns[0] == 1
+    assert all(count <= 2 for count in coder_turns.values()) and sum(coder_turns.values()) <= 4 + 2
