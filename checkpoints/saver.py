@@ -1,13 +1,132 @@
-"""LangGraph's async SQLite checkpointer on the run database (WAL, so runs can share the file)."""
+"""LangGraph's async SQLite checkpointer on the run database, storing state by content.
+
+The SQLite saver writes every channel value into every checkpoint (several per step). Stored as is,
+the step log and the conversation would be copied again at every node, and storage would grow with
+the square of the number of steps. ``ContentAddressedSerde`` stores large channel values (and each
+element of large lists, such as step records) in the blob store instead, so a checkpoint row holds
+hashes and an unchanged value costs nothing the next time: storage grows with what changed.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import zlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from webgen_agent.checkpoints.store import BlobStore, sha256
+
+_BLOB = "__webgen_blob__"  # {_BLOB: hash}: the value is in the blob store
+_CHAIN = "__webgen_chain__"  # {_CHAIN: hash}: a list as a chain of (previous link, element) blobs
+_ZLIB = "zlib+"  # type prefix of a compressed row
+_INLINE_MAX = 256  # serialized bytes kept inside the checkpoint row
+_CACHE_SIZE = 4096
+
+
+class ContentAddressedSerde(SerializerProtocol):
+    """Wraps LangGraph's serializer; moves big values into the content-addressed blob store."""
+
+    def __init__(self, store: BlobStore, inner: SerializerProtocol | None = None) -> None:
+        self.store = store
+        self.inner = inner or JsonPlusSerializer()
+        self._cache: OrderedDict[str, Any] = OrderedDict()  # hash -> decoded value (blobs never change)
+        self._links: dict[tuple[str, str], str] = {}  # (previous link, element hash) -> link hash
+        self._link_parts: dict[str, tuple[str, str]] = {}  # link hash -> (previous link, element hash)
+        self._stored: set[str] = set()  # hashes known to be in the store (skip re-compressing them)
+
+    # -- SerializerProtocol --------------------------------------------------------------------
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if _is_checkpoint(obj):
+            obj = {**obj, "channel_values": {k: self._pack(v) for k, v in obj["channel_values"].items()}}
+        else:
+            obj = self._pack(obj)
+        type_, data = self.inner.dumps_typed(obj)
+        if len(data) > _INLINE_MAX:
+            # Channel versions and LangGraph's bookkeeping repeat a lot within one row.
+            return f"{_ZLIB}{type_}", zlib.compress(data, 1)
+        return type_, data
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_, payload = data
+        if type_.startswith(_ZLIB):
+            data = (type_[len(_ZLIB):], zlib.decompress(payload))
+        obj = self.inner.loads_typed(data)
+        if _is_checkpoint(obj):
+            obj["channel_values"] = {k: self._unpack(v) for k, v in obj["channel_values"].items()}
+            return obj
+        return self._unpack(obj)
+
+    # -- packing -------------------------------------------------------------------------------
+    def _put(self, typed: tuple[str, bytes]) -> str:
+        data = typed[0].encode() + b"\0" + typed[1]
+        digest = sha256(data)
+        if digest not in self._stored:
+            self.store.put(data)
+            self._stored.add(digest)
+        return digest
+
+    def _get(self, digest: str) -> Any:
+        if digest in self._cache:
+            self._cache.move_to_end(digest)
+            return self._cache[digest]
+        type_, _, data = self.store.get(digest).partition(b"\0")
+        value = self.inner.loads_typed((type_.decode(), data))
+        self._cache[digest] = value
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    def _pack(self, value: Any) -> Any:
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            items = [self.inner.dumps_typed(item) for item in value]
+            if sum(len(data) for _, data in items) >= _INLINE_MAX * len(items):
+                # Big records (the step log): a linked chain, so a checkpoint holds one hash and a
+                # changed or added record costs one record blob and one link.
+                return {_CHAIN: self._chain(items)}
+        if isinstance(value, (dict, list, str, bytes)):
+            typed = self.inner.dumps_typed(value)
+            if len(typed[1]) > _INLINE_MAX:
+                return {_BLOB: self._put(typed)}
+        return value
+
+    def _chain(self, items: list[tuple[str, bytes]]) -> str:
+        link = ""
+        for item in items:
+            key = (link, self._put(item))
+            if key not in self._links:
+                self._links[key] = self.store.put(f"{key[0]} {key[1]}".encode())
+            link = self._links[key]
+        return link
+
+    def _unchain(self, link: str) -> list[Any]:
+        items: list[Any] = []
+        while link:
+            if link not in self._link_parts:
+                previous, item = self.store.get(link).decode().split(" ")
+                self._link_parts[link] = (previous, item)
+            link, item = self._link_parts[link]
+            items.append(self._get(item))
+        items.reverse()
+        return items
+
+    def _unpack(self, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            if _CHAIN in value:
+                return self._unchain(value[_CHAIN])
+            if _BLOB in value:
+                return self._get(value[_BLOB])
+        return value
+
+
+def _is_checkpoint(obj: Any) -> bool:
+    return isinstance(obj, dict) and "channel_values" in obj and "channel_versions" in obj
 
 
 @contextlib.asynccontextmanager
@@ -18,11 +137,13 @@ async def open_checkpointer(db_path: str | Path) -> AsyncIterator[AsyncSqliteSav
     # Autocommit: no write transaction stays open across an await, so the blob store's synchronous
     # writes on the event-loop thread can never wait on a lock this connection holds (a deadlock).
     conn = await aiosqlite.connect(str(path), timeout=60.0, isolation_level=None)
+    store = BlobStore(path)
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=60000")
-        saver = AsyncSqliteSaver(conn)
+        saver = AsyncSqliteSaver(conn, serde=ContentAddressedSerde(store))
         await saver.setup()
         yield saver
     finally:
         await conn.close()
+        store.close()

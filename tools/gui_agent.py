@@ -102,15 +102,16 @@ class GuiRun(BaseModel):
 def configure_browser_use_env() -> None:
     """Switch off browser-use's network extras and stdout logging; idempotent.
 
-    Also run when this module is imported, so that the switches hold even if something imports
+    Run when this module is imported too, so that the switches hold even if something imports
     browser_use before the first GUI run.
     """
     os.environ.update(BROWSER_USE_ENV)
-    if not os.environ.get("BROWSER_USE_CONFIG_DIR"):
-        # Not ~/.config/browseruse: runs must not share (or leave) state in the user's home.
-        config_dir = tempfile.mkdtemp(prefix="webgen-browser-use-config-")
-        os.environ["BROWSER_USE_CONFIG_DIR"] = config_dir
-        atexit.register(shutil.rmtree, config_dir, ignore_errors=True)
+    # Not ~/.config/browseruse: nothing in the user's home. One fixed folder per user, reused by
+    # every process, so that runs (and killed runs) do not leave a folder each.
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    os.environ.setdefault(
+        "BROWSER_USE_CONFIG_DIR", str(Path(tempfile.gettempdir()) / f"webgen-browser-use-{uid}")
+    )
     for name in ("browser_use", "bubus", "cdp_use"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -401,11 +402,10 @@ async def run_gui_agent(
         temperature=temperature,
     )
     started = time.monotonic()
-    problem = None
     if cdp_url is None and not Path(chromium_path).exists():
-        problem = f"Chromium not found at {chromium_path!r}"
+        problem: str | None = f"Chromium not found at {chromium_path!r}"
     else:
-        problem = await _endpoint_problem(base_url)
+        problem = await _endpoint_problem(base_url)  # a dead endpoint fails here, before any browser starts
     if problem is not None:
         return GuiRun(errors=[problem], stopped_reason="error", seconds=round(time.monotonic() - started, 3))
 
