@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,8 @@ from webgen_agent.graph.builder import compile_graph
 from webgen_agent.graph.demo import scenario_path, scripted_context
 from webgen_agent.tools.scripted.server import ScriptedServer
 from webgen_agent.tools.scripted.views import Scenario
+
+from tests.helpers import checkpoint_count, group_alive, owned_groups
 
 pytestmark = pytest.mark.e2e
 REQUIREMENT = "A notes page that shows the user's notes."
@@ -130,3 +134,26 @@ def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, ch
     assert records["one"].status == records["two"].status == "finished"
     assert records["one"].steps == records["two"].steps == 7
     assert asyncio.run(final_state(db, "one"))["steps"][6]["gui_passed"] is True
+
+
+def test_ctrl_c_stops_the_run_and_its_servers(tmp_path, backtrack_server, chromium_path):
+    db = tmp_path / "webgen.db"
+    env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webgen_agent.graph.cli", "run", REQUIREMENT, "--run-id", "c", "--out",
+         str(tmp_path / "out"), "--base-url", backtrack_server.base_url, "--coder-model", "scripted-coder",
+         "--vlm-model", "scripted-vlm", "--feedback-model", "scripted-feedback", "--db", str(db)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while checkpoint_count(db, "c") < 6:  # a server and the browser are up by now
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.05)
+    groups = owned_groups(db, proc.pid)
+    assert groups
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, output
+    assert "resume" in output
+    assert not [g for g in groups if group_alive(g)]
+    assert RunIndex(db).get("c").status == "interrupted"

@@ -1,0 +1,66 @@
+"""Helpers for tests that drive the CLI as a real process and watch its checkpoints and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from webgen_agent.checkpoints.store import iter_project_files
+
+
+def checkpoint_count(db: Path, run_id: str) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            return conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", [run_id]).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0  # the tables are not created yet
+
+
+def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "webgen_agent.graph.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while checkpoint_count(db, run_id) < checkpoints:
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the run did not reach the kill point"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def owned_groups(db: Path, owner: int) -> list[int]:
+    registry = db.parent / "processes.jsonl"
+    entries = [json.loads(line) for line in registry.read_text().splitlines() if line.strip()]
+    return [e["pgid"] for e in entries if e["owner_pid"] == owner]
+
+
+def group_alive(pgid: int) -> bool:
+    return any(
+        p.status() != psutil.STATUS_ZOMBIE
+        for p in psutil.process_iter()
+        if _pgid(p.pid) == pgid
+    )
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def site_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in iter_project_files(folder)}
+
+
