@@ -135,6 +135,14 @@ def parse_json_answer(text: str, schema: type[T]) -> T:
     raise last_error
 
 
+def response_format(schema: type[BaseModel]) -> dict[str, Any]:
+    """OpenAI ``response_format`` asking for ``schema``; the answer is validated here, not by the client."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False},
+    }
+
+
 def _schema_hint(schema: type[BaseModel]) -> str:
     return (
         "Answer with one JSON object only, no prose, matching this JSON schema:\n"
@@ -145,7 +153,7 @@ def _schema_hint(schema: type[BaseModel]) -> str:
 async def ask_structured(
     settings: ModelSettings, role: Role, messages: list[Message], schema: type[T], *, attempts: int = 3
 ) -> StructuredAnswer[T]:
-    """Ask for a ``schema`` answer via ``response_format`` json_schema; fall back to parsing plain text.
+    """Ask for a ``schema`` answer via ``response_format`` json_schema; also accept JSON in plain text.
 
     Unparsable or out-of-range answers are retried with the error shown to the model, then
     reported in ``error``; never raised. Endpoint failures raise ModelCallError.
@@ -157,15 +165,9 @@ async def ask_structured(
     while answer.attempts < attempts:
         answer.attempts += 1
         model = chat_model(settings, role)
+        runnable = model.bind(response_format=response_format(schema)) if use_schema else model
         try:
-            if use_schema:
-                runnable = model.with_structured_output(schema, method="json_schema", include_raw=True)
-                result = await runnable.ainvoke(conversation)
-                raw: AIMessage = result["raw"]
-                parsed = result.get("parsed")
-            else:
-                raw = await model.ainvoke(conversation)
-                parsed = None
+            raw: AIMessage = await runnable.ainvoke(conversation)
         except openai.BadRequestError as exc:
             if use_schema:
                 # Some servers reject response_format: ask with the schema in the prompt instead.
@@ -178,9 +180,6 @@ async def ask_structured(
             raise _endpoint_error(settings, role, exc) from exc
         answer.usage = answer.usage + _usage(raw)
         text = raw.content if isinstance(raw.content, str) else _join_parts(raw.content)
-        if parsed is not None:
-            answer.value = parsed
-            break
         try:
             answer.value = parse_json_answer(text, schema)
             break
