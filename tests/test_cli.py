@@ -1,0 +1,49 @@
+"""The command line as a user meets it: clear errors before anything runs, preview of a folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WEBGEN_"))}
+    return subprocess.run([sys.executable, "-m", "webgen_agent.graph.cli", *args], env={**clean, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_missing_model_is_a_one_line_error_before_anything_runs(tmp_path):
+    result = cli("run", "A blog", "--db", str(tmp_path / "db.sqlite"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "No coder model" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_endpoint_names_the_flag_and_variable(tmp_path):
+    result = cli("run", "A blog", "--model", "m", "--db", str(tmp_path / "db.sqlite"))
+    assert result.returncode == 2
+    assert "--base-url" in result.stderr and "OPENAI_BASE_URL" in result.stderr
+
+
+@pytest.mark.e2e
+def test_preview_screenshots_a_static_folder_and_reports_a_broken_one(tmp_path, chromium_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body><h1>Hello preview</h1></body></html>")
+    shot = tmp_path / "shot.png"
+    ok = cli("preview", str(site), "--screenshot", str(shot), env={"WEBGEN_CHROMIUM": chromium_path})
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    assert json.loads(ok.stdout)["title"] == ""
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "index.html").write_text("<html><body><script>throw new Error('kaboom')</script></body></html>")
+    bad = cli("preview", str(broken), "--screenshot", str(tmp_path / "b.png"), env={"WEBGEN_CHROMIUM": chromium_path})
+    assert bad.returncode == 1
+    report = json.loads(bad.stdout)
+    assert "kaboom" in (report["render_error"] or "")
