@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from webgen_agent.checkpoints.report import (
@@ -29,6 +29,8 @@ GUI_COLOUR = "#16a34a"
 ERROR_COLOUR = "#dc2626"
 CHOSEN_COLOUR = "#f59e0b"
 BACKTRACK_COLOUR = "#7c3aed"
+
+Scale = Callable[[int], float]  # step index or score -> SVG coordinate
 
 CSS = """
 :root { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1f2937; }
@@ -160,7 +162,7 @@ def timeline_svg(report: RunReport) -> str:
     """Screenshot and GUI score per step; errored steps, backtracks and the chosen step marked."""
     steps = report.steps
     left, right, top, bottom, gap = 44, 16, 16, 46, 72
-    width = left + right + gap * max(len(steps), 1)
+    width = max(560, left + right + gap * max(len(steps), 1))  # at least the legend's width
     height = top + bottom + 150
     plot_h = height - top - bottom
 
@@ -170,8 +172,8 @@ def timeline_svg(report: RunReport) -> str:
     def y(score: int) -> float:
         return top + plot_h - plot_h * score / 5
 
-    out = [f'<svg id="score-timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="Scores per step">']
+    out = [(f'<svg id="score-timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="Scores per step">')]
     out += _bands(steps, x, gap, top, plot_h)
     out += _grid(left, width - right, y)
     out += _series(steps, x, y, "screenshot_score", SCREENSHOT_COLOUR, "screenshot")
@@ -187,7 +189,7 @@ def timeline_svg(report: RunReport) -> str:
     return "".join(out)
 
 
-def _bands(steps: list[StepReport], x, gap: int, top: int, plot_h: float) -> list[str]:  # noqa: ANN001
+def _bands(steps: list[StepReport], x: Scale, gap: int, top: int, plot_h: float) -> list[str]:
     bands = []
     for step in steps:
         fill = CHOSEN_COLOUR if step.chosen else ERROR_COLOUR if step.errored else "#e0e7ff" if step.inherited else ""
@@ -201,7 +203,7 @@ def _bands(steps: list[StepReport], x, gap: int, top: int, plot_h: float) -> lis
     return bands
 
 
-def _grid(x0: int, x1: int, y) -> list[str]:  # noqa: ANN001
+def _grid(x0: int, x1: int, y: Scale) -> list[str]:
     lines = []
     for score in range(6):
         lines.append(f'<line x1="{x0}" x2="{x1}" y1="{y(score)}" y2="{y(score)}" stroke="#e5e7eb"/>'
@@ -210,7 +212,7 @@ def _grid(x0: int, x1: int, y) -> list[str]:  # noqa: ANN001
     return lines
 
 
-def _series(steps: list[StepReport], x, y, field: str, colour: str, name: str) -> list[str]:  # noqa: ANN001
+def _series(steps: list[StepReport], x: Scale, y: Scale, field: str, colour: str, name: str) -> list[str]:
     points = [(x(s.index), y(getattr(s, field)), s) for s in steps]
     if not points:
         return []
@@ -227,7 +229,7 @@ def _series(steps: list[StepReport], x, y, field: str, colour: str, name: str) -
     return marks
 
 
-def _backtracks(report: RunReport, x, gap: int, top: int, plot_h: float) -> list[str]:  # noqa: ANN001
+def _backtracks(report: RunReport, x: Scale, gap: int, top: int, plot_h: float) -> list[str]:
     marks = []
     for event in report.events:
         if event.get("kind") not in ("backtrack", "restart") or event.get("after_step") is None:
@@ -243,21 +245,31 @@ def _backtracks(report: RunReport, x, gap: int, top: int, plot_h: float) -> list
     return marks
 
 
+LEGEND = (  # label, swatch, colour, opacity
+    ("screenshot score", "circle", SCREENSHOT_COLOUR, 1.0),
+    ("GUI score", "square", GUI_COLOUR, 1.0),
+    ("chosen", "square", CHOSEN_COLOUR, 0.5),
+    ("errored", "square", ERROR_COLOUR, 0.3),
+    ("backtrack", "dash", BACKTRACK_COLOUR, 1.0),
+)
+
+
 def _legend(x0: int, y0: float) -> str:
-    items = [
-        (f'<circle cx="{x0 + 5}" cy="{y0 - 4}" r="5" fill="{SCREENSHOT_COLOUR}"/>', "screenshot score"),
-        (f'<rect x="{x0 + 125}" y="{y0 - 9}" width="10" height="10" fill="{GUI_COLOUR}"/>', "GUI score"),
-        (f'<rect x="{x0 + 220}" y="{y0 - 9}" width="10" height="10" fill="{CHOSEN_COLOUR}" fill-opacity="0.5"/>',
-         "chosen"),
-        (f'<rect x="{x0 + 290}" y="{y0 - 9}" width="10" height="10" fill="{ERROR_COLOUR}" fill-opacity="0.3"/>',
-         "errored"),
-        (f'<line x1="{x0 + 365}" x2="{x0 + 365}" y1="{y0 - 10}" y2="{y0 + 1}" stroke="{BACKTRACK_COLOUR}" '
-         'stroke-width="2" stroke-dasharray="3,2"/>', "backtrack"),
-    ]
-    offsets = [14, 139, 234, 304, 372]
-    parts = [shape + f'<text x="{x0 + dx}" y="{y0}" font-size="11" fill="#374151">{label}</text>'
-             for (shape, label), dx in zip(items, offsets)]
+    parts, x = [], float(x0)
+    for label, swatch, colour, opacity in LEGEND:
+        parts.append(_swatch(swatch, x, y0, colour, opacity))
+        parts.append(f'<text x="{x + 14}" y="{y0}" font-size="11" fill="#374151">{label}</text>')
+        x += 30 + 6.5 * len(label)
     return '<g class="legend">' + "".join(parts) + "</g>"
+
+
+def _swatch(kind: str, x: float, y: float, colour: str, opacity: float) -> str:
+    if kind == "circle":
+        return f'<circle cx="{x + 5}" cy="{y - 4}" r="5" fill="{colour}"/>'
+    if kind == "dash":
+        return (f'<line x1="{x + 5}" x2="{x + 5}" y1="{y - 10}" y2="{y + 1}" stroke="{colour}" stroke-width="2" '
+                'stroke-dasharray="3,2"/>')
+    return f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}" fill-opacity="{opacity}"/>'
 
 
 # ---- steps -----------------------------------------------------------------------------------
@@ -334,8 +346,8 @@ def _gui(gui: GuiTest) -> str:
     actions = (f'<table class="gui-actions"><tr><th>#</th><th>action</th><th>params</th><th>result</th></tr>{rows}'
                "</table>") if rows else "<p class=\"muted\">No browser actions.</p>"
     parts = [
-        f"<p><b>GUI test</b> {_badge('pass' if gui.passed else 'fail', f'{verdict} {gui.score}/5')}"
-        f"{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>",
+        (f"<p><b>GUI test</b> {_badge('pass' if gui.passed else 'fail', f'{verdict} {gui.score}/5')}"
+         f"{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>"),
         f"<p class=\"small\"><b>Instruction</b>: {_e(gui.instruction)}</p>" if gui.instruction else "",
         actions,
         f"<p class=\"small\"><b>Agent's answer</b>: {_e(gui.final_answer)}</p>" if gui.final_answer else "",

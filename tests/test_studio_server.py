@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -56,8 +57,9 @@ class DevServer:
 @contextlib.contextmanager
 def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
     """``langgraph dev`` on a free port, offline, with its database and output folders under ``base``."""
-    cli = Path(sys.executable).with_name("langgraph")
-    if not cli.exists():
+    beside_python = Path(sys.executable).with_name("langgraph")
+    cli = str(beside_python) if beside_python.exists() else shutil.which("langgraph")
+    if cli is None:
         pytest.skip("langgraph-cli is not installed (pip install -e '.[test]')")
     port = free_port()
     db_path = base / "db" / "webgen.db"
@@ -72,7 +74,7 @@ def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
     log = base / "langgraph-dev.log"
     # --allow-blocking: the nodes do short synchronous SQLite and file I/O (the blob store), which the
     # dev server's blocking-call detector would otherwise turn into run errors.
-    command = [str(cli), "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
+    command = [cli, "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
                "--config", str(REPO / "langgraph.json")]
     with open(log, "w") as out:
         proc = subprocess.Popen(command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -190,14 +192,13 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
 async def studio(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> StudioSession:
     base = tmp_path_factory.mktemp("studio")
     session = StudioSession()
-    with ScriptedServer(Scenario.load(scenario_path("demo"))) as scripted:
-        with langgraph_dev(base, chromium_path) as server:
-            session.runs_dir = server.runs_dir
-            try:
-                await wait_until_ready(server)
-                await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
-            finally:
-                session.log = server.log.read_text()[-4000:]
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as scripted, langgraph_dev(base, chromium_path) as server:
+        session.runs_dir = server.runs_dir
+        try:
+            await wait_until_ready(server)
+            await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
+        finally:
+            session.log = server.log.read_text()[-4000:]
     session.still_alive = [
         " ".join(p.cmdline()[:3]) for p in _alive(session.started)
     ]

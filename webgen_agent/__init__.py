@@ -2,7 +2,89 @@
 
 The implementation lives in the sub-packages ``webgen_agent.graph`` (wiring, state, settings, CLI),
 ``webgen_agent.nodes`` (the decisions), ``webgen_agent.tools`` (what acts on the world) and
-``webgen_agent.checkpoints`` (what is remembered). The public embedding API is re-exported here.
+``webgen_agent.checkpoints`` (what is remembered). The public embedding API is re-exported here
+(see docs/embedding.md):
+
+- ``run_requirement(requirement, context=..., ...) -> RunResult``: one run, start to finish;
+  ``on_progress`` receives the ``ProgressEvent`` dicts as nodes start and end.
+- ``build_graph()`` / ``compile_graph(checkpointer=None)``: the workflow itself, to run directly or
+  to add as a node (subgraph) of a host graph; ``InputState`` in, ``OutputState`` out,
+  ``AgentContext`` (three ``ModelSettings`` roles, limits, critic mode) as its context.
+- ``Resources`` / ``use_resources`` and ``open_checkpointer``: what a host binds around graph runs.
+
+Names are imported on first use, so ``import webgen_agent`` stays cheap (no LangGraph, browser or
+model client imports until something needs them).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "AgentContext": "webgen_agent.graph.context",
+    "ModelSettings": "webgen_agent.graph.context",
+    "Settings": "webgen_agent.graph.context",
+    "AgentState": "webgen_agent.graph.state",
+    "InputState": "webgen_agent.graph.state",
+    "OutputState": "webgen_agent.graph.state",
+    "ProgressEvent": "webgen_agent.graph.state",
+    "Step": "webgen_agent.graph.state",
+    "build_graph": "webgen_agent.graph.builder",
+    "compile_graph": "webgen_agent.graph.builder",
+    "RunResult": "webgen_agent.graph.api",
+    "run_requirement": "webgen_agent.graph.api",
+    "resume_run": "webgen_agent.graph.api",
+    "Resources": "webgen_agent.graph.resources",
+    "use_resources": "webgen_agent.graph.resources",
+    "open_checkpointer": "webgen_agent.checkpoints.saver",
+}
+
+__all__ = [
+    "AgentContext",
+    "AgentState",
+    "InputState",
+    "ModelSettings",
+    "OutputState",
+    "ProgressEvent",
+    "Resources",
+    "RunResult",
+    "Settings",
+    "Step",
+    "__version__",
+    "build_graph",
+    "compile_graph",
+    "open_checkpointer",
+    "resume_run",
+    "run_requirement",
+    "use_resources",
+]
+
+if TYPE_CHECKING:
+    from webgen_agent.checkpoints.saver import open_checkpointer
+    from webgen_agent.graph.api import RunResult, resume_run, run_requirement
+    from webgen_agent.graph.builder import build_graph, compile_graph
+    from webgen_agent.graph.context import AgentContext, ModelSettings, Settings
+    from webgen_agent.graph.resources import Resources, use_resources
+    from webgen_agent.graph.state import (
+        AgentState,
+        InputState,
+        OutputState,
+        ProgressEvent,
+        Step,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'webgen_agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

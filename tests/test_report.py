@@ -1,0 +1,148 @@
+"""The HTML run report, built from the session's demo run (tests/conftest.py ``demo_run``).
+
+The page is opened in real headless Chromium: every embedded screenshot must decode and the score
+timeline must draw. A screenshot of the report is saved next to it for people to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from webgen_agent.checkpoints.report import REPORT_NAME, build_report, final_state
+from webgen_agent.checkpoints.report_html import render_report
+from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.graph.cli import app
+
+pytestmark = pytest.mark.e2e
+
+
+def _db(base: Path) -> Path:
+    return base / "db" / "webgen.db"
+
+
+@pytest.fixture(scope="module")
+def report_file(demo_run, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``webgen-agent report RUN_ID --out ... --db ...`` on the demo run."""
+    result, base = demo_run
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    invoked = CliRunner().invoke(app, ["report", result.run_id, "--out", str(out), "--db", str(_db(base))])
+    assert invoked.exit_code == 0, invoked.output
+    assert f"report: {out.resolve()}" in invoked.output
+    return out
+
+
+def test_demo_ends_with_a_report_in_the_run_folder(demo_run) -> None:
+    result, _ = demo_run
+    page = (Path(result.out_dir) / REPORT_NAME).read_text()
+    assert result.run_id in page and "score-timeline" in page
+
+
+def test_report_is_self_contained_and_complete(report_file: Path, demo_run) -> None:
+    result, _ = demo_run
+    page = report_file.read_text()
+    # Offline-safe: no script, nothing fetched from anywhere.
+    assert "<script" not in page
+    assert not re.search(r"""(src|href)=["']https?:""", page) and "url(http" not in page
+    assert "Build a to-do list web app" in page
+    for index in range(4):
+        assert f'id="step-{index}"' in page
+    assert page.count('<img class="screenshot"') == 4
+    assert page.count('<img class="gui-screenshot"') == 2  # the two GUI tests' last pages
+    assert re.search(r'<section id="step-3" class="step chosen"', page)
+    assert re.search(r'<section id="step-0" class="step errored"', page)
+    step0 = _section(page, 0)
+    assert "failed at the render stage" in step0 and "App.jsx" in step0
+    assert "Critic feedback" in step0 and "Fix the render error first" in step0
+    step2 = _section(page, 2)
+    assert "failed 2/5" in step2 and "<code>click</code>" in step2 and "Buy milk" in step2
+    assert "src/styles.css" in step2  # files changed
+    step3 = _section(page, 3)
+    assert "passed 5/5" in step3 and "gui_tester" in step3  # per-node time and tokens
+    total_tokens = result.summary.input_tokens
+    assert f"{total_tokens:,}" in page
+
+
+def _section(page: str, index: int) -> str:
+    start = page.index(f'<section id="step-{index}"')
+    return page[start:page.index("</section>", start)]
+
+
+async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> None:
+    async with shared_browser.exclusive():
+        context = await shared_browser.browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            page = await context.new_page()
+            await page.goto(report_file.resolve().as_uri(), wait_until="load")
+            images = await page.eval_on_selector_all(
+                "img", "imgs => imgs.map(i => ({ok: i.complete && i.naturalWidth > 0, cls: i.className}))"
+            )
+            timeline = await page.evaluate(
+                """() => {
+                    const svg = document.querySelector('#score-timeline');
+                    const box = svg.getBoundingClientRect();
+                    const count = sel => svg.querySelectorAll(sel).length;
+                    return {width: box.width, height: box.height, shots: count('circle.point.screenshot'),
+                            gui: count('rect.point.gui'), chosen: count('rect.band.chosen'),
+                            errored: count('rect.band.errored'), lines: count('polyline')};
+                }"""
+            )
+            shot = report_file.with_suffix(".png")
+            await page.screenshot(path=str(shot), full_page=True)
+        finally:
+            await context.close()
+    assert len(images) == 6 and all(image["ok"] for image in images), images
+    assert timeline["width"] > 200 and timeline["height"] > 100
+    assert (timeline["shots"], timeline["gui"], timeline["chosen"], timeline["errored"], timeline["lines"]) == (
+        4, 4, 1, 2, 2
+    )
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+
+
+async def test_forks_are_shown_as_branches(demo_run) -> None:
+    result, base = demo_run
+    state = await final_state(_db(base), result.run_id)
+    parent = RunIndex(_db(base)).get(result.run_id)
+    assert parent is not None
+    fork = parent.model_copy(update={"run_id": "demo-fork", "parent_run": parent.run_id, "fork_step": 1,
+                                     "out_dir": str(base / "fork")})
+    store = BlobStore(_db(base))
+    try:
+        as_fork = build_report("demo-fork", state, fork, [parent, fork], store)
+        as_parent = build_report(parent.run_id, state, parent, [parent, fork], store)
+    finally:
+        store.close()
+
+    assert as_fork.parent is not None and as_fork.parent.run_id == parent.run_id
+    assert [s.index for s in as_fork.steps if s.inherited] == [0, 1]
+    fork_page = render_report(as_fork)
+    assert f"Fork of run <a href=\"file://{parent.out_dir}/report.html\"><b>{parent.run_id}</b></a>" in fork_page
+    assert "branched after step 1" in fork_page and fork_page.count('<span class="badge inherited">') == 2
+
+    assert [f.run_id for f in as_parent.forks] == ["demo-fork"] and as_parent.parent is None
+    parent_page = render_report(as_parent)
+    assert "Forks of this run" in parent_page and str(base / "fork" / "report.html") in parent_page
+
+
+def test_backtracks_are_drawn_on_the_timeline(demo_run) -> None:
+    from webgen_agent.checkpoints.report import RunReport, StepReport, Totals
+
+    steps = [StepReport(index=i, role="refiner", action="edit", errored=i in (1, 2), screenshot_score=s)
+             for i, s in enumerate([3, 0, 1, 4])]
+    report = RunReport(run_id="r", requirement="x", status="finished", chosen_step=3, steps=steps,
+                       events=[{"kind": "backtrack", "after_step": 2, "target_step": 0, "reason": "2 errors"}],
+                       totals=Totals(steps=4, seconds=0, input_tokens=0, output_tokens=0, model_calls=0))
+    page = render_report(report)
+    assert page.count('<g class="backtrack">') == 1 and "↩ 0" in page
+    assert "backtrack</b> after step 2 → step 0" in page
+
+
+def test_unknown_run_is_a_one_line_error(demo_run) -> None:
+    _, base = demo_run
+    invoked = CliRunner().invoke(app, ["report", "no-such-run", "--db", str(_db(base))])
+    assert invoked.exit_code == 2
+    assert "no run no-such-run" in invoked.output
