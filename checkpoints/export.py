@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.rewards import advantages, group_stats, step_reward
@@ -34,6 +35,8 @@ from webgen_agent.checkpoints.views import (
 )
 from webgen_agent.graph.state import Step
 from webgen_agent.nodes.views import Critique
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Trajectory:
 
     @property
     def steps(self) -> list[Step]:
-        return list(self.values.get("steps") or [])
+        return self.values.get("steps") or []
 
     @property
     def chosen_step(self) -> int | None:
@@ -65,23 +68,41 @@ async def load_trajectories(
     db_path: str | Path, *, groups: Sequence[str] | None = None, include_unfinished: bool = False
 ) -> list[Trajectory]:
     """Final states of the runs (finished ones unless ``include_unfinished``), ordered by group."""
-    from webgen_agent.graph.builder import compile_graph  # the graph imports the nodes: only when reading
-
     wanted = set(groups or [])
     runs = [
         run
         for run in RunIndex(db_path).list()
         if (not wanted or run.group_id in wanted) and (include_unfinished or run.status == "finished")
     ]
-    trajectories: list[Trajectory] = []
     async with open_checkpointer(db_path) as saver:
-        graph = compile_graph(saver)
-        for run in runs:
-            snapshot = await graph.aget_state({"configurable": {"thread_id": run.run_id}})
-            if snapshot.values.get("steps"):
-                trajectories.append(Trajectory(run=run, values=dict(snapshot.values)))
+        values = await final_values(saver, [run.run_id for run in runs])
+    trajectories = [Trajectory(run=run, values=values[run.run_id]) for run in runs if values.get(run.run_id, {}).get("steps")]
     trajectories.sort(key=lambda t: (t.group_id, t.run.created_at, t.trajectory_id))
     return trajectories
+
+
+async def final_values(saver: AsyncSqliteSaver, thread_ids: Sequence[str], *, batch: int = 500) -> dict[str, dict[str, Any]]:
+    """The channel values of each thread's latest checkpoint: ``graph.aget_state(...).values``.
+
+    Read in batches straight from the saver's table and decoded by its serializer: aget_state costs
+    a dozen aiosqlite round trips per run, too slow for exports of thousands of runs. A graph
+    superstep here runs one node, so a run's latest checkpoint holds all its committed writes.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(thread_ids), batch):
+        chunk = list(thread_ids[start : start + batch])
+        marks = ",".join("?" * len(chunk))
+        query = (
+            "SELECT c.thread_id, c.type, c.checkpoint FROM checkpoints AS c JOIN ("
+            f"SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
+            f"AND thread_id IN ({marks}) GROUP BY thread_id) AS latest "
+            "ON c.thread_id = latest.thread_id AND c.checkpoint_id = latest.last AND c.checkpoint_ns = ''"
+        )
+        async with saver.conn.execute(query, chunk) as cursor:
+            rows = await cursor.fetchall()
+        for thread_id, type_, payload in rows:
+            found[thread_id] = dict(saver.serde.loads_typed((type_, payload))["channel_values"])
+    return found
 
 
 class BlobTexts:
@@ -90,6 +111,8 @@ class BlobTexts:
     def __init__(self, store: BlobStore) -> None:
         self.store = store
         self._raw: dict[str, bytes] = {}
+        self._texts: dict[str, str] = {}
+        self._refs: dict[str, list[dict[str, str]]] = {}
         self._messages: dict[tuple[str, str], ChatMessage] = {}
         self._prompts: dict[str, list[ChatMessage]] = {}
 
@@ -104,31 +127,38 @@ class BlobTexts:
         return self._raw[digest]
 
     def text(self, digest: str) -> str:
-        return self.raw(digest).decode("utf-8")
+        text = self._texts.get(digest)
+        if text is None:
+            text = self._texts[digest] = self.raw(digest).decode("utf-8")
+        return text
 
     def json(self, digest: str) -> Any:
         return json.loads(self.raw(digest))
 
     def prefetch_prompts(self, prompt_digests: Iterable[str | None]) -> None:
         """Read prompt lists, then every message they name, in two batched rounds."""
-        digests = [d for d in prompt_digests if d]
+        digests = {d for d in prompt_digests if d}
         self.prefetch(digests)
-        self.prefetch(ref["hash"] for d in set(digests) for ref in self.json(d))
+        self.prefetch(ref["hash"] for d in digests for ref in self._chat_refs(d))
 
     def prompt(self, digest: str) -> list[ChatMessage]:
         """The coder messages a step's ``prompt`` blob (a JSON list of ChatRef) names, texts filled in."""
         cached = self._prompts.get(digest)
         if cached is None:
-            cached = [self._message(ref["role"], ref["hash"]) for ref in self.json(digest)]
-            self._prompts[digest] = cached
+            cached = self._prompts[digest] = [self._message(ref["role"], ref["hash"]) for ref in self._chat_refs(digest)]
         return cached
+
+    def _chat_refs(self, digest: str) -> list[dict[str, str]]:
+        refs = self._refs.get(digest)
+        if refs is None:
+            refs = self._refs[digest] = self.json(digest)
+        return refs
 
     def _message(self, role: str, digest: str) -> ChatMessage:
         key = (role, digest)
         message = self._messages.get(key)
         if message is None:
-            message = ChatMessage(role=role, content=self.text(digest))  # type: ignore[arg-type]
-            self._messages[key] = message
+            message = self._messages[key] = ChatMessage(role=role, content=self.text(digest))  # type: ignore[arg-type]
         return message
 
 
@@ -145,57 +175,81 @@ def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
     return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
 
 
-def _group_rewards(trajectories: Sequence[Trajectory]) -> dict[str, list[float]]:
+StepKey = tuple[str, int]  # (trajectory id, step index)
+
+
+@dataclass(frozen=True)
+class GroupRewards:
     """Every step reward of every trajectory of each group (the R of the advantage formula)."""
-    rewards: dict[str, list[float]] = defaultdict(list)
-    for trajectory in trajectories:
-        steps = trajectory.steps
-        rewards[trajectory.group_id].extend(step_reward(step, steps) for step in steps)
-    return rewards
+
+    rewards: dict[str, list[float]]
+    advantage: dict[StepKey, float]
+    trajectories: dict[str, int]
+
+    @classmethod
+    def of(cls, trajectories: Sequence[Trajectory]) -> GroupRewards:
+        rewards: dict[str, list[float]] = defaultdict(list)
+        keys: dict[str, list[StepKey]] = defaultdict(list)
+        counts: dict[str, int] = defaultdict(int)
+        for trajectory in trajectories:
+            counts[trajectory.group_id] += 1
+            steps = trajectory.steps
+            for step in steps:
+                keys[trajectory.group_id].append((trajectory.trajectory_id, step["index"]))
+                rewards[trajectory.group_id].append(step_reward(step, steps))
+        advantage = {
+            key: value for group in rewards for key, value in zip(keys[group], advantages(rewards[group]), strict=True)
+        }
+        return cls(rewards=dict(rewards), advantage=advantage, trajectories=dict(counts))
+
+
+def arrow_friendly_order(items: Sequence[T], *, complete: Callable[[T], bool]) -> list[T]:
+    """The items with the first ``complete`` one (every nested list non-empty) moved to the front.
+
+    ``datasets`` infers a JSON file's schema from its first block and casts later blocks to it: a
+    first block whose lists are all empty (type list<null>) makes a later non-empty list fail.
+    """
+    first = next((i for i, item in enumerate(items) if complete(item)), None)
+    if not first:
+        return list(items)
+    return [items[first], *items[:first], *items[first + 1 :]]
 
 
 def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[StepGrpoRecord]:
     """One record per coder step, advantages normalised over the step rewards of the whole group."""
-    all_steps = [step for t in trajectories for step in t.steps]
-    texts.prefetch_prompts(step.get("prompt") for step in all_steps)
-    texts.prefetch(d for step in all_steps for d in (step.get("completion"), step.get("logprobs")))
-    group_rewards = _group_rewards(trajectories)
-    group_trajectories: dict[str, int] = defaultdict(int)
-    for trajectory in trajectories:
-        group_trajectories[trajectory.group_id] += 1
-    stats = {group: group_stats(rewards) for group, rewards in group_rewards.items()}
-    group_advantages = {group: iter(advantages(rewards)) for group, rewards in group_rewards.items()}
-    for trajectory in trajectories:
+    pairs = [(t, step) for t in trajectories for step in t.steps]
+    texts.prefetch_prompts(step.get("prompt") for _, step in pairs)
+    texts.prefetch(d for _, step in pairs for d in (step.get("completion"), step.get("logprobs")))
+    groups = GroupRewards.of(trajectories)
+    stats = {group: group_stats(rewards) for group, rewards in groups.rewards.items()}
+    for trajectory, step in arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs"))):
         steps = trajectory.steps
         group = trajectory.group_id
         mean, std = stats[group]
-        for step in steps:
-            scored = _scored_step(step, steps)
-            logprobs = _logprobs(texts, step.get("logprobs"))
-            # model_construct: the parts are validated already and this runs once per step of the export.
-            yield StepGrpoRecord.model_construct(
-                group_id=group,
-                trajectory_id=trajectory.trajectory_id,
-                step=step["index"],
-                role=step.get("role", "refiner"),
-                action=step.get("action", "edit"),
-                prompt=texts.prompt(step["prompt"]),
-                completion=texts.text(step["completion"]),
-                screenshot_score=int(scored.get("screenshot_score", 0)),
-                gui_score=int(scored.get("gui_score", 0)),
-                scored_step=scored["index"],
-                reward=step_reward(step, steps),
-                advantage=next(group_advantages[group]),
-                group_mean=mean,
-                group_std=std,
-                group_size=len(group_rewards[group]),
-                group_trajectories=group_trajectories[group],
-                format_ok=bool(step.get("format_ok", True)),
-                model=step.get("model", ""),
-                has_logprobs=bool(step.get("logprobs")),
-                logprobs=logprobs,
-                chosen=step["index"] == trajectory.chosen_step,
-            )
+        scored = _scored_step(step, steps)
+        yield StepGrpoRecord(
+            group_id=group,
+            trajectory_id=trajectory.trajectory_id,
+            step=step["index"],
+            role=step.get("role", "refiner"),
+            action=step.get("action", "edit"),
+            prompt=texts.prompt(step["prompt"]),
+            completion=texts.text(step["completion"]),
+            screenshot_score=int(scored.get("screenshot_score", 0)),
+            gui_score=int(scored.get("gui_score", 0)),
+            scored_step=scored["index"],
+            reward=step_reward(step, steps),
+            advantage=groups.advantage[(trajectory.trajectory_id, step["index"])],
+            group_mean=mean,
+            group_std=std,
+            group_size=len(groups.rewards[group]),
+            group_trajectories=groups.trajectories[group],
+            format_ok=bool(step.get("format_ok", True)),
+            model=step.get("model", ""),
+            has_logprobs=bool(step.get("logprobs")),
+            logprobs=_logprobs(texts, step.get("logprobs")),
+            chosen=step["index"] == trajectory.chosen_step,
+        )
 
 
 def _final_step(trajectory: Trajectory) -> Step:
@@ -233,6 +287,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
     """One record per llm critique that a Refiner step answered; credit = its reward gain."""
     critiqued = [(t, s) for t in trajectories for s in t.steps if s.get("critique") and s.get("critic_prompt")]
     texts.prefetch(d for _, s in critiqued for d in (s["critique"], s["critic_prompt"]))
+    records: list[CriticRecord] = []
     for trajectory, step in critiqued:
         steps = trajectory.steps
         # The Refiner answers the critic right away, so its step is the next one.
@@ -241,7 +296,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
             continue  # the step budget ran out after the critique: no refinement to credit
         critique = Critique.model_validate(texts.json(step["critique"]))
         before_reward, after_reward = step_reward(step, steps), step_reward(after, steps)
-        yield CriticRecord(
+        records.append(CriticRecord(
             group_id=trajectory.group_id,
             trajectory_id=trajectory.trajectory_id,
             step=step["index"],
@@ -252,7 +307,9 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
             reward_before=before_reward,
             reward_after=after_reward,
             credit=after_reward - before_reward,
-        )
+        ))
+    # Critiques are small: collecting them first costs little and allows the Arrow-friendly order.
+    yield from arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
 
 
 def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecord]:
@@ -273,15 +330,52 @@ def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecor
         )
 
 
+class JsonLines:
+    """Record -> one JSON line (UTF-8 bytes); a chat message shared by many records is encoded once.
+
+    The steps of a trajectory repeat its conversation in their prompts, so most of an export's
+    bytes are messages already encoded for an earlier record.
+    """
+
+    def __init__(self) -> None:
+        self._fragments: dict[ChatMessage, bytes] = {}
+        self._message_fields: dict[type[BaseModel], tuple[str, ...]] = {}
+
+    def line(self, record: BaseModel) -> bytes:
+        fields = self._fields_of(type(record))
+        if not fields:
+            return record.__pydantic_serializer__.to_json(record)
+        body = record.__pydantic_serializer__.to_json(record, exclude=set(fields))
+        parts = [body[:-1]]
+        for position, name in enumerate(fields):
+            separator = b"," if position or body != b"{}" else b""
+            parts.append(b'%s"%s":[%s]' % (separator, name.encode(), b",".join(map(self._fragment, getattr(record, name)))))
+        parts.append(b"}")
+        return b"".join(parts)
+
+    def _fragment(self, message: ChatMessage) -> bytes:
+        fragment = self._fragments.get(message)
+        if fragment is None:
+            fragment = self._fragments[message] = message.__pydantic_serializer__.to_json(message)
+        return fragment
+
+    def _fields_of(self, cls: type[BaseModel]) -> tuple[str, ...]:
+        fields = self._message_fields.get(cls)
+        if fields is None:
+            fields = tuple(name for name, f in cls.model_fields.items() if f.annotation == list[ChatMessage])
+            self._message_fields[cls] = fields
+        return fields
+
+
 def write_jsonl(records: Iterable[BaseModel], path: Path) -> int:
     """Write one JSON object a line (via a temporary file, so a failed export leaves no half file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
+    encoder = JsonLines()
     count = 0
-    with partial.open("w", encoding="utf-8") as handle:
+    with partial.open("wb") as handle:
         for record in records:
-            handle.write(record.model_dump_json())
-            handle.write("\n")
+            handle.write(encoder.line(record) + b"\n")
             count += 1
     partial.replace(path)
     return count

@@ -118,5 +118,4 @@ class ExportReport(BaseModel):
     records: int = Field(description="JSON lines written.")
     trajectories: int = Field(description="Trajectories read.")
     groups: int = Field(description="Groups read.")
-    skipped: dict[str, int] = Field(default_factory=dict, description="Reason -> count of items left out.")
     seconds: float = 0.0

@@ -250,10 +250,6 @@ def runs(
     console.print(table)
 
 
-def main() -> None:  # pragma: no cover - console script entry
-    app()
-
-
 # Commands of the other subsystems register themselves on ``app`` when imported (one module each).
 from webgen_agent.graph import cli_history  # noqa: E402,F401
 from webgen_agent.graph import cli_bench  # noqa: E402,F401

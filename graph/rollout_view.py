@@ -34,7 +34,7 @@ class RolloutView:
         self.console = console
         self.title = title
         self.total = total
-        self.started = time.monotonic()
+        self.began = time.monotonic()
         self.running: dict[str, _Running] = {}
         self.ended_outcomes: list[TrajectoryOutcome] = []
         self.steps = 0
@@ -96,7 +96,7 @@ class RolloutView:
         c = self.counts()
         footer = Text(
             f"{c['done']} done, {c['skipped']} already done, {c['running']} running, {c['failed']} failed "
-            f"of {self.total} | {self.steps} steps | {now - self.started:.0f}s elapsed | {self.tokens} tokens",
+            f"of {self.total} | {self.steps} steps | {now - self.began:.0f}s elapsed | {self.tokens} tokens",
             style="dim",
         )
         return Group(table, footer)
