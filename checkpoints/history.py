@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
@@ -23,6 +24,16 @@ class HistoryRow(BaseModel):
     wall_seconds: float
     tokens: int
     summary: str
+
+
+async def final_state(db_path: str | Path, run_id: str) -> dict[str, Any]:
+    """The run's latest checkpointed state (empty when the run has no checkpoints)."""
+    from webgen_agent.checkpoints.saver import open_checkpointer
+    from webgen_agent.graph.builder import compile_graph
+
+    async with open_checkpointer(db_path) as saver:
+        snapshot = await compile_graph(saver).aget_state({"configurable": {"thread_id": run_id}})
+    return dict(snapshot.values)
 
 
 async def snapshots(graph: CompiledStateGraph, run_id: str) -> list[StateSnapshot]:

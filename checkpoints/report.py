@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
-from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.builder import compile_graph
 from webgen_agent.graph.state import Step
+from webgen_agent.tools.gui_agent import GuiAction
 
 REPORT_NAME = "report.html"
 
@@ -29,13 +29,6 @@ class NodeCost(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
-
-
-class GuiAction(BaseModel):
-    name: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    result: str | None = None
-    error: str | None = None
 
 
 class GuiTest(BaseModel):
@@ -122,13 +115,6 @@ def default_report_path(record: RunRecord | None, run_id: str) -> Path:
     if record is not None and record.out_dir:
         return Path(record.out_dir) / REPORT_NAME
     return Path(f"report-{run_id}.html")
-
-
-async def final_state(db_path: Path, run_id: str) -> dict[str, Any]:
-    """The run's latest checkpointed state (empty when the run has no checkpoints)."""
-    async with open_checkpointer(db_path) as saver:
-        snapshot = await compile_graph(saver).aget_state({"configurable": {"thread_id": run_id}})
-    return dict(snapshot.values)
 
 
 async def load_report(run_id: str, *, db_path: str | Path) -> RunReport:
@@ -238,7 +224,7 @@ def gui_test(step: Step, store: BlobStore) -> GuiTest | None:
         passed=step.get("gui_passed"),
         score=step.get("gui_score", 0),
         suggestions=list(step.get("gui_suggestions") or []),
-        actions=[GuiAction(**{k: a.get(k) for k in ("name", "params", "result", "error") if k in a})
+        actions=[GuiAction.model_validate(a)
                  for a in run.get("actions", [])],
         final_answer=run.get("final_answer"),
         stopped_reason=run.get("stopped_reason", ""),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from webgen_agent.checkpoints.history import snapshots
+from webgen_agent.checkpoints.history import final_state, snapshots
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
@@ -44,11 +44,6 @@ async def backtrack_run(tmp_path_factory, backtrack_server, chromium_path):
     result = await run_requirement(REQUIREMENT, context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
                                    run_id="bt", out_dir=base / "out", db_path=db)
     return result, db
-
-
-async def final_state(db: Path, run_id: str) -> dict:
-    async with open_checkpointer(db) as saver:
-        return (await compile_graph(saver).aget_state({"configurable": {"thread_id": run_id}})).values
 
 
 async def test_backtracks_to_the_best_step_after_five_errored_steps(backtrack_run):

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.builder import compile_graph
 from webgen_agent.graph.demo import scenario_path, scripted_context
 from webgen_agent.tools.scripted.server import ScriptedServer
 from webgen_agent.tools.scripted.views import Scenario
@@ -25,8 +24,7 @@ async def robust_run(tmp_path_factory, chromium_path):
         result = await run_requirement("A page that shows the user's notes.", context=context, run_id="rb",
                                        out_dir=base / "out", db_path=base / "webgen.db")
         requests = list(server.requests)
-    async with open_checkpointer(base / "webgen.db") as saver:
-        state = (await compile_graph(saver).aget_state({"configurable": {"thread_id": "rb"}})).values
+    state = await final_state(base / "webgen.db", "rb")
     return result, state, BlobStore(base / "webgen.db"), base, requests
 
 
