@@ -106,6 +106,7 @@ class Settings(BaseSettings):
     coder_top_p: float | None = None
     db: str = str(DEFAULT_DB)
     chromium: str = ""
+    deps_cache: str = Field(default="", description="Shared node_modules cache (default: beside the database).")
 
     @model_validator(mode="after")
     def _strip(self) -> "Settings":

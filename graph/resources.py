@@ -36,7 +36,8 @@ class Resources:
         self.chromium = chromium
         self.registry = registry_for(self.db_path)
         self.registry.register_atexit()
-        self.deps_cache_dir = deps_cache_dir or self.db_path.parent / "deps-cache"
+        # Installs are shared by dependency manifest across runs and workspaces (WEBGEN_DEPS_CACHE).
+        self.deps_cache_dir = deps_cache_dir or Path(Settings().deps_cache or self.db_path.parent / "deps-cache")
         self._browser: SharedBrowser | None = None
         self._browser_lock = asyncio.Lock()
         self._sites: dict[Path, SiteRunner] = {}

@@ -133,7 +133,7 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str):
+async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str, vite_template):
     import os
 
     from webgen_agent.graph.demo import run_demo
@@ -142,3 +142,20 @@ async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str)
     base = tmp_path_factory.mktemp("demo")
     result = await run_demo(out_dir=base / "out", db_path=base / "db" / "webgen.db", console=None)
     return result, base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_deps_cache(deps_cache_dir: Path):
+    """Every run in the session (in-process or CLI subprocess) shares one node_modules cache.
+
+    The demo scenario's dependencies equal the Vite template's, so one npm install serves them all.
+    """
+    import os
+
+    previous = os.environ.get("WEBGEN_DEPS_CACHE")
+    os.environ["WEBGEN_DEPS_CACHE"] = str(deps_cache_dir)
+    yield deps_cache_dir
+    if previous is None:
+        os.environ.pop("WEBGEN_DEPS_CACHE", None)
+    else:
+        os.environ["WEBGEN_DEPS_CACHE"] = previous
