@@ -255,7 +255,3 @@ from webgen_agent.graph import cli_history  # noqa: E402,F401
 from webgen_agent.graph import cli_bench  # noqa: E402,F401
 from webgen_agent.graph import cli_report  # noqa: E402,F401
 from webgen_agent.graph import cli_export  # noqa: E402,F401
-
-
-if __name__ == "__main__":  # python -m webgen_agent.graph.cli
-    app()

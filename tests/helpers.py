@@ -25,7 +25,7 @@ def checkpoint_count(db: Path, run_id: str) -> int:
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "webgen_agent.graph.cli", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "webgen_agent", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -41,6 +41,8 @@ def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, t
 
 def owned_groups(db: Path, owner: int) -> list[int]:
     registry = db.parent / "processes.jsonl"
+    if not registry.exists():  # killed before it started any process
+        return []
     entries = [json.loads(line) for line in registry.read_text().splitlines() if line.strip()]
     return [e["pgid"] for e in entries if e["owner_pid"] == owner]
 

@@ -116,7 +116,7 @@ def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, ch
              "--feedback-model", "scripted-feedback", "--db", str(db)]
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "webgen_agent.graph.cli", "run", REQUIREMENT, "--run-id", name,
+        subprocess.Popen([sys.executable, "-m", "webgen_agent", "run", REQUIREMENT, "--run-id", name,
                           "--out", str(tmp_path / name), *flags], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
         for name in ("one", "two")
@@ -135,7 +135,7 @@ def test_ctrl_c_stops_the_run_and_its_servers(tmp_path, backtrack_server, chromi
     db = tmp_path / "webgen.db"
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webgen_agent.graph.cli", "run", REQUIREMENT, "--run-id", "c", "--out",
+        [sys.executable, "-m", "webgen_agent", "run", REQUIREMENT, "--run-id", "c", "--out",
          str(tmp_path / "out"), "--base-url", backtrack_server.base_url, "--coder-model", "scripted-coder",
          "--vlm-model", "scripted-vlm", "--feedback-model", "scripted-feedback", "--db", str(db)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -12,7 +12,7 @@ import pytest
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WEBGEN_"))}
-    return subprocess.run([sys.executable, "-m", "webgen_agent.graph.cli", *args], env={**clean, **(env or {})},
+    return subprocess.run([sys.executable, "-m", "webgen_agent", *args], env={**clean, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
