@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
-from webgen_agent.checkpoints.rewards import advantages, group_stats, step_reward
+from webgen_agent.checkpoints.rewards import advantages, group_stats, scored_step, step_reward
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
@@ -76,12 +76,16 @@ async def load_trajectories(
     ]
     async with open_checkpointer(db_path) as saver:
         values = await final_values(saver, [run.run_id for run in runs])
-    trajectories = [Trajectory(run=run, values=values[run.run_id]) for run in runs if values.get(run.run_id, {}).get("steps")]
+    trajectories = [
+        Trajectory(run=run, values=values[run.run_id]) for run in runs if values.get(run.run_id, {}).get("steps")
+    ]
     trajectories.sort(key=lambda t: (t.group_id, t.run.created_at, t.trajectory_id))
     return trajectories
 
 
-async def final_values(saver: AsyncSqliteSaver, thread_ids: Sequence[str], *, batch: int = 500) -> dict[str, dict[str, Any]]:
+async def final_values(
+    saver: AsyncSqliteSaver, thread_ids: Sequence[str], *, batch: int = 500
+) -> dict[str, dict[str, Any]]:
     """The channel values of each thread's latest checkpoint: ``graph.aget_state(...).values``.
 
     Read in batches straight from the saver's table and decoded by its serializer: aget_state costs
@@ -162,13 +166,6 @@ class BlobTexts:
         return message
 
 
-def _scored_step(step: Step, steps: Sequence[Step]) -> Step:
-    """The step whose scores a step is credited with (mirrors step_reward's control-word rule)."""
-    if step.get("action") in ("screenshot_validated", "finish") and step.get("tests_step") is not None:
-        return next((s for s in steps if s["index"] == step["tests_step"]), step)
-    return step
-
-
 def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
     if not digest:
         return []
@@ -226,7 +223,7 @@ def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> I
         steps = trajectory.steps
         group = trajectory.group_id
         mean, std = stats[group]
-        scored = _scored_step(step, steps)
+        scored = scored_step(step, steps)
         yield StepGrpoRecord(
             group_id=group,
             trajectory_id=trajectory.trajectory_id,
@@ -270,7 +267,7 @@ def sft_records(
         reward = step_reward(step, steps)
         if min_score is not None and reward < min_score:
             continue
-        scored = _scored_step(step, steps)
+        scored = scored_step(step, steps)
         answer = ChatMessage(role="assistant", content=texts.text(step["completion"]))
         yield SftRecord(
             messages=[*texts.prompt(step["prompt"]), answer],
@@ -315,7 +312,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
 def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecord]:
     for trajectory in trajectories:
         steps = trajectory.steps
-        scored = [_scored_step(s, steps) for s in steps]
+        scored = [scored_step(s, steps) for s in steps]
         chosen = trajectory.chosen_step
         yield RewardsRecord(
             group_id=trajectory.group_id,
@@ -342,16 +339,25 @@ class JsonLines:
         self._message_fields: dict[type[BaseModel], tuple[str, ...]] = {}
 
     def line(self, record: BaseModel) -> bytes:
+        return b"".join(self.chunks(record))
+
+    def chunks(self, record: BaseModel) -> list[bytes]:
+        """The line in pieces (no newline): written as they are, the shared ones are never copied."""
         fields = self._fields_of(type(record))
         if not fields:
-            return record.__pydantic_serializer__.to_json(record)
+            return [record.__pydantic_serializer__.to_json(record)]
         body = record.__pydantic_serializer__.to_json(record, exclude=set(fields))
-        parts = [body[:-1]]
+        chunks = [body[:-1]]
         for position, name in enumerate(fields):
             separator = b"," if position or body != b"{}" else b""
-            parts.append(b'%s"%s":[%s]' % (separator, name.encode(), b",".join(map(self._fragment, getattr(record, name)))))
-        parts.append(b"}")
-        return b"".join(parts)
+            chunks.append(b'%s"%s":[' % (separator, name.encode()))
+            for index, message in enumerate(getattr(record, name)):
+                if index:
+                    chunks.append(b",")
+                chunks.append(self._fragment(message))
+            chunks.append(b"]")
+        chunks.append(b"}")
+        return chunks
 
     def _fragment(self, message: ChatMessage) -> bytes:
         fragment = self._fragments.get(message)
@@ -375,7 +381,8 @@ def write_jsonl(records: Iterable[BaseModel], path: Path) -> int:
     count = 0
     with partial.open("wb") as handle:
         for record in records:
-            handle.write(encoder.line(record) + b"\n")
+            handle.writelines(encoder.chunks(record))
+            handle.write(b"\n")
             count += 1
     partial.replace(path)
     return count

@@ -18,13 +18,18 @@ MALFORMED_REWARD = -1.0
 EPSILON = 1e-6
 
 
+def scored_step(step: Step, steps: Sequence[Step]) -> Step:
+    """The step whose scores a step is credited with: itself, or the code edit a control word tests."""
+    if step.get("action") in ("screenshot_validated", "finish") and step.get("tests_step") is not None:
+        return next((s for s in steps if s["index"] == step["tests_step"]), step)
+    return step
+
+
 def step_reward(step: Step, steps: Sequence[Step]) -> float:
     """The reward of one coder step, given the whole run's steps (for control-word credit)."""
     if not step.get("format_ok", True) or step.get("action") == "malformed":
         return MALFORMED_REWARD
-    source = step
-    if step.get("action") in ("screenshot_validated", "finish") and step.get("tests_step") is not None:
-        source = next((s for s in steps if s["index"] == step["tests_step"]), step)
+    source = scored_step(step, steps)
     return float(source.get("screenshot_score", 0) + source.get("gui_score", 0))
 
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -129,6 +131,39 @@ def _is_checkpoint(obj: Any) -> bool:
     return isinstance(obj, dict) and "channel_values" in obj and "channel_versions" in obj
 
 
+class AtomicWritesSaver(AsyncSqliteSaver):
+    """AsyncSqliteSaver whose pending writes of one task are stored all or none.
+
+    On the autocommit connection below, the stock ``executemany`` commits row by row. A process
+    killed in between leaves part of a task's writes; on resume LangGraph takes the task as done
+    and applies only that part (for the input task: the state without the edge to the first node,
+    so the resumed run silently ends with no steps). One multi-row INSERT is one statement, so one
+    transaction, and still holds no transaction open across an await.
+    """
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        if not writes:
+            return
+        # Special channels (errors, interrupts) replace their earlier write, as the stock saver does.
+        verb = "INSERT OR REPLACE" if all(channel in WRITES_IDX_MAP for channel, _ in writes) else "INSERT OR IGNORE"
+        where = config["configurable"]
+        values: list[Any] = []
+        for idx, (channel, value) in enumerate(writes):
+            values += [str(where["thread_id"]), str(where["checkpoint_ns"]), str(where["checkpoint_id"]), task_id,
+                       task_path, WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value)]
+        rows = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(writes))
+        await self.setup()
+        async with self.lock:
+            await self.conn.execute(
+                f"{verb} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+                f"type, value) VALUES {rows}",
+                values,
+            )
+            await self.conn.commit()
+
+
 @contextlib.asynccontextmanager
 async def open_checkpointer(db_path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
     """An AsyncSqliteSaver; must be opened inside the running event loop."""
@@ -141,7 +176,7 @@ async def open_checkpointer(db_path: str | Path) -> AsyncIterator[AsyncSqliteSav
     try:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=60000")
-        saver = AsyncSqliteSaver(conn, serde=ContentAddressedSerde(store))
+        saver = AtomicWritesSaver(conn, serde=ContentAddressedSerde(store))
         await saver.setup()
         yield saver
     finally:

@@ -13,6 +13,7 @@ import os
 import sqlite3
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,12 @@ SKIPPED_DIRS = frozenset({"node_modules", ".git", "dist", "build", ".vite", ".ne
 SKIPPED_FILES = frozenset({".webgen-manifest", ".webgen-deps"})
 # Compressing tiny blobs costs more than it saves.
 _COMPRESS_FROM = 256
+# In-memory cache of blob contents: the coder's conversation is re-read at every step, and blobs never
+# change, so a read-through cache is always valid. Bounded by bytes; big blobs (screenshots) skip it.
+_CACHE_BYTES = 32 * 1024 * 1024
+_CACHE_ITEM_MAX = 1024 * 1024
+# Hashes known to be stored: unchanged files of a snapshot are then neither compressed nor inserted.
+_KNOWN_MAX = 200_000
 
 
 def sha256(data: bytes) -> str:
@@ -49,6 +56,8 @@ class BlobStore:
         self.path = Path(db_path)
         self.db = open_database(self.path)
         self._lock = threading.Lock()
+        self._cache = _BlobCache(_CACHE_BYTES, _CACHE_ITEM_MAX)
+        self._known: OrderedDict[str, None] = OrderedDict()
         if "blobs" not in self.db.table_names():
             self.db["blobs"].create(
                 {"hash": str, "size": int, "codec": str, "data": bytes}, pk="hash", if_not_exists=True
@@ -57,6 +66,9 @@ class BlobStore:
     # -- bytes -------------------------------------------------------------------------------
     def put(self, data: bytes) -> str:
         digest = sha256(data)
+        with self._lock:
+            if digest in self._known:
+                return digest
         codec, payload = "raw", data
         if len(data) >= _COMPRESS_FROM:
             packed = zlib.compress(data, 1)
@@ -67,15 +79,31 @@ class BlobStore:
                 "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)",
                 [digest, len(data), codec, payload],
             )
+            self._remember(digest)
+            self._cache.add(digest, data)
         return digest
 
     def get(self, digest: str) -> bytes:
         with self._lock:
+            cached = self._cache.get(digest)
+            if cached is not None:
+                return cached
             row = self.db.execute("SELECT codec, data FROM blobs WHERE hash = ?", [digest]).fetchone()
         if row is None:
             raise KeyError(f"blob {digest[:12]} is not in {self.path}")
         codec, payload = row
-        return zlib.decompress(payload) if codec == "zlib" else bytes(payload)
+        data = zlib.decompress(payload) if codec == "zlib" else bytes(payload)
+        with self._lock:
+            self._remember(digest)
+            self._cache.add(digest, data)
+        return data
+
+    def _remember(self, digest: str) -> None:
+        """Note that ``digest`` is in the table (caller holds the lock); blobs are never deleted."""
+        self._known[digest] = None
+        self._known.move_to_end(digest)
+        if len(self._known) > _KNOWN_MAX:
+            self._known.popitem(last=False)
 
     def get_many(self, digests: Iterable[str], *, batch: int = 500) -> dict[str, bytes]:
         """Several blobs in a few queries (exports read thousands); missing hashes are left out."""
@@ -92,6 +120,8 @@ class BlobStore:
 
     def has(self, digest: str) -> bool:
         with self._lock:
+            if digest in self._known:
+                return True
             return self.db.execute("SELECT 1 FROM blobs WHERE hash = ?", [digest]).fetchone() is not None
 
     def stored_bytes(self) -> int:
@@ -147,6 +177,31 @@ class BlobStore:
 
     def close(self) -> None:
         self.db.conn.close()
+
+
+class _BlobCache:
+    """Least-recently-used blob contents, bounded by total bytes (not thread-safe: the store locks)."""
+
+    def __init__(self, max_bytes: int, item_max: int) -> None:
+        self.max_bytes = max_bytes
+        self.item_max = item_max
+        self.bytes = 0
+        self._items: OrderedDict[str, bytes] = OrderedDict()
+
+    def get(self, digest: str) -> bytes | None:
+        data = self._items.get(digest)
+        if data is not None:
+            self._items.move_to_end(digest)
+        return data
+
+    def add(self, digest: str, data: bytes) -> None:
+        if len(data) > self.item_max or digest in self._items:
+            return
+        self._items[digest] = data
+        self.bytes += len(data)
+        while self.bytes > self.max_bytes:
+            _, evicted = self._items.popitem(last=False)
+            self.bytes -= len(evicted)
 
 
 def iter_project_files(root: Path):

@@ -157,6 +157,7 @@ async def run_bench(
     sites_dir: Path | None = None,
     db_path: Path | None = None,
     name: str | None = None,
+    deps_cache_dir: Path | None = None,
     retry_errors: bool = False,
     notify: Notify | None = None,
 ) -> BenchSummary:
@@ -166,6 +167,9 @@ async def run_bench(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     db_path = Path(db_path) if db_path is not None else out_dir / "webgen.db"
+    # Built first: a missing Chromium is reported before hours of generation, not after.
+    evaluator = Evaluator(eval_settings, out_dir, deps_cache_dir=deps_cache_dir or db_path.parent / "deps-cache",
+                          retry_errors=retry_errors, notify=notify)
     generated: dict[str, GenerationRecord] | None = None
     if context is not None:
         generator = Generator(context, out_dir, db_path=db_path, name=name or out_dir.resolve().name,
@@ -183,8 +187,6 @@ async def run_bench(
         assert sites_dir is not None
         site_dirs = {r.id: Path(sites_dir) / r.id for r in records}
         to_evaluate = records
-    evaluator = Evaluator(eval_settings, out_dir, deps_cache_dir=db_path.parent / "deps-cache",
-                          retry_errors=retry_errors, notify=notify)
     await evaluator.evaluate(to_evaluate, site_dirs)
     summary = summarize(
         records,

@@ -60,6 +60,11 @@ def _cost_lines(summary: BenchSummary) -> list[str]:
     return lines
 
 
+def _notify(message: str) -> None:
+    # Progress lines quote logs and model answers: print them as plain text, never as markup.
+    console.print(message, markup=False, highlight=False)
+
+
 def _ids(values: list[str] | None) -> list[str] | None:
     ids = [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
     return ids or None
@@ -128,7 +133,8 @@ def bench(
     try:
         summary = asyncio.run(run_bench(
             records, data=data, out_dir=out, eval_settings=evaluation, context=context, sites_dir=evaluate_only,
-            db_path=db_path, name=name, retry_errors=retry_errors, notify=console.print,
+            db_path=db_path, name=name, retry_errors=retry_errors, notify=_notify,
+            deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
         ))
     except ConfigError as exc:
         fail(str(exc))

@@ -132,44 +132,45 @@ class _Driver:
         return "start"
 
     async def run_one(self, spec: TrajectorySpec) -> TrajectoryOutcome:
-        action = await self.plan_action(spec)
-        if action in ("skip", "busy"):
-            record = self.runs.get(spec.run_id)
-            outcome = TrajectoryOutcome(
-                run_id=spec.run_id,
-                group_id=spec.group_id,
-                status="skipped" if action == "skip" else "busy",
-                steps=record.steps if record else 0,
-            )
-            self._ended(outcome)
-            return outcome
-        resumed = action == "resume"
-        if self.listener is not None:
-            self.listener.started(spec, resumed=resumed)
+        """Start, continue or skip one trajectory; any failure becomes a ``failed`` outcome."""
         started = time.monotonic()
+        resumed = False
         try:
+            action = await self.plan_action(spec)
+            if action in ("skip", "busy"):
+                return self._ended(self._left_alone(spec, action))
+            resumed = action == "resume"
+            if self.listener is not None:
+                self.listener.started(spec, resumed=resumed)
             result = await self._drive(spec, resumed=resumed)
-        except Exception as exc:  # noqa: BLE001 - one trajectory's failure must not stop the group
-            outcome = TrajectoryOutcome(
+        except Exception as exc:  # noqa: BLE001 - one trajectory's failure must not stop the others
+            return self._ended(TrajectoryOutcome(
                 run_id=spec.run_id,
                 group_id=spec.group_id,
                 status="failed",
                 resumed=resumed,
                 error=f"{exc.__class__.__name__}: {exc}"[:2000],
                 seconds=round(time.monotonic() - started, 3),
-            )
-        else:
-            outcome = TrajectoryOutcome(
-                run_id=spec.run_id,
-                group_id=spec.group_id,
-                status="finished" if result.status == "finished" else "failed",
-                resumed=resumed,
-                error="" if result.status == "finished" else f"run ended with status {result.status}",
-                steps=len(result.summary.steps),
-                seconds=round(time.monotonic() - started, 3),
-            )
-        self._ended(outcome)
-        return outcome
+            ))
+        finished = result.status == "finished"
+        return self._ended(TrajectoryOutcome(
+            run_id=spec.run_id,
+            group_id=spec.group_id,
+            status="finished" if finished else "failed",
+            resumed=resumed,
+            error="" if finished else f"run ended with status {result.status}",
+            steps=len(result.summary.steps),
+            seconds=round(time.monotonic() - started, 3),
+        ))
+
+    def _left_alone(self, spec: TrajectorySpec, action: Literal["skip", "busy"]) -> TrajectoryOutcome:
+        record = self.runs.get(spec.run_id)
+        return TrajectoryOutcome(
+            run_id=spec.run_id,
+            group_id=spec.group_id,
+            status="skipped" if action == "skip" else "busy",
+            steps=record.steps if record else 0,
+        )
 
     async def _drive(self, spec: TrajectorySpec, *, resumed: bool) -> RunResult:
         def on_progress(event: dict[str, Any]) -> None:
@@ -188,9 +189,10 @@ class _Driver:
             on_progress=on_progress,
         )
 
-    def _ended(self, outcome: TrajectoryOutcome) -> None:
+    def _ended(self, outcome: TrajectoryOutcome) -> TrajectoryOutcome:
         if self.listener is not None:
             self.listener.ended(outcome)
+        return outcome
 
 
 async def run_rollout(
@@ -222,8 +224,7 @@ async def run_rollout(
             position = queue.get_nowait()
             outcomes[position] = await driver.run_one(specs[position])
 
-    async with use_resources(Resources(db_path, chromium=context.chromium)):
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(workers, len(specs))):
-                group.create_task(worker())
+    async with use_resources(Resources(db_path, chromium=context.chromium)), asyncio.TaskGroup() as group:
+        for _ in range(min(workers, len(specs))):
+            group.create_task(worker())
     return [outcome for outcome in outcomes if outcome is not None]

@@ -6,15 +6,49 @@ overlay, a blank page) and come back as text for the coder, never as exceptions.
 
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
 from langgraph.runtime import Runtime
 
+from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.context import AgentContext
 from webgen_agent.graph.resources import get_resources
 from webgen_agent.graph.state import AgentState, Step
-from webgen_agent.nodes.common import WORKSPACE_MARKER, Update, current_step, node, prepared_workspace
+from webgen_agent.nodes.common import (
+    WORKSPACE_MARKER,
+    Update,
+    current_step,
+    node,
+    prepared_workspace,
+    workspace_dir,
+)
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.site import run_shell
 from webgen_agent.tools.workspace import apply_files
+
+
+def _relative(raw_path: str) -> str:
+    """A model-written path as the workspace-relative POSIX path it is written to."""
+    return "/".join(p for p in PurePosixPath(raw_path.strip().replace("\\", "/")).parts if p not in ("", "."))
+
+
+def _diff(before: dict[str, str], after: dict[str, str]) -> set[str]:
+    return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+
+
+def files_on_disk(blobs: BlobStore, workspace: Path) -> dict[str, str]:
+    """Manifest of the snapshot the workspace holds now (empty for a new folder).
+
+    After a backtrack or a resume it differs from the state's: ``prepared_workspace`` then restores
+    the state's files, which change under a running dev server like an edit does.
+    """
+    marker = workspace / WORKSPACE_MARKER
+    held = marker.read_text() if marker.is_file() else ""
+    try:
+        return blobs.manifest(held) if held else {}
+    except KeyError:  # a folder written with another database: treat every file as new
+        return {}
+
 
 @node("executor")
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
@@ -23,8 +57,13 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     blobs = resources.store
     step = current_step(state)
     parsed = parse_reply(blobs.get_text(step["completion"]))
-    workspace = prepared_workspace(state)
     before = blobs.manifest(state["files"]) if state.get("files") else {}
+    site = resources.site(workspace_dir(state), context)
+    disk_before = files_on_disk(blobs, workspace_dir(state))
+    # What a kept dev server serves before anything is written: afterwards it must serve these anew.
+    touched = {_relative(f.path) for f in parsed.files} | _diff(disk_before, before)
+    served_before = await site.served_modules(touched)
+    workspace = prepared_workspace(state)
 
     applied = apply_files(workspace, parsed.files)
     problems = [*step.get("problems", []), *(f"{path}: {why}" for path, why in applied.refused.items())]
@@ -41,10 +80,11 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     files = blobs.snapshot(workspace)
     (workspace / WORKSPACE_MARKER).write_text(files)
     after = blobs.manifest(files)
-    changed = sorted(p for p in after.keys() | before.keys() if after.get(p) != before.get(p))
+    changed = sorted(_diff(before, after))
 
-    site = resources.site(workspace, context)
-    result = await site.ensure_running(set(changed))
+    # The server's view: what differs from the files it last served (a restore included), not the
+    # step's diff against its parent.
+    result = await site.ensure_running(_diff(disk_before, after), served_before=served_before)
     execution = {
         "ok": result.ok,
         "stage": result.stage,

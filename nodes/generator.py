@@ -1,7 +1,12 @@
-"""Generator: the first coder turn, from the requirement alone."""
+"""Generator: the first coder turn, from the requirement alone.
+
+The GUI test instruction depends only on the requirement, so the feedback model writes it while
+the coder writes the first version, instead of later on the critical path of the first GUI test.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from langgraph.config import get_config
@@ -12,7 +17,8 @@ from webgen_agent.graph.context import AgentContext
 from webgen_agent.graph.state import AgentState
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
-from webgen_agent.nodes.common import Update, node
+from webgen_agent.nodes.common import Update, node, usage_record
+from webgen_agent.nodes.gui_tester import early_test_instruction
 
 
 def run_identity(state: AgentState, context: AgentContext) -> Update:
@@ -34,7 +40,20 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         chat_ref("system", prompts.CODER_SYSTEM),
         chat_ref("user", prompts.generator_user(state["requirement"])),
     ]
-    update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
+    instruction = None
+    if not state.get("test_instruction"):  # a restart from scratch keeps the run's instruction
+        instruction = asyncio.create_task(early_test_instruction(runtime.context, state["requirement"]))
+    try:
+        update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
+    except BaseException:
+        if instruction is not None:
+            instruction.cancel()
+        raise
+    written = await instruction if instruction is not None else None
+    if written is not None:
+        update["test_instruction"] = written[0]
+        step = update["steps"][-1]
+        step["tokens"] = {**step.get("tokens", {}), "test_instruction": usage_record(written[1])}
     update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
     update["files"] = None

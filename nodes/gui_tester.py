@@ -1,6 +1,7 @@
 """GUI-Tester: a browser-use agent clicks through the required functions; the feedback model judges.
 
-The test instruction is written once per run. The verdict is credited to the code-edit step under
+The test instruction is written once per run, by the Generator while the coder writes the first
+version (``early_test_instruction``), or here when that did not happen. The verdict is credited to the code-edit step under
 test (for a ``screenshot_validated`` turn, the edit step before it).
 """
 
@@ -17,7 +18,7 @@ from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.views import GuiVerdict, TestInstruction
 from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
-from webgen_agent.tools.models import Usage, ask_structured
+from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
 async def write_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage]:
@@ -27,6 +28,18 @@ async def write_test_instruction(context: AgentContext, requirement: str) -> tup
         # Still test something useful: the requirement itself is a usable instruction.
         return f"Check that the website does what this asks: {requirement}", answer.usage
     return answer.value.instruction, answer.usage
+
+
+async def early_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage] | None:
+    """The instruction written ahead of need, or None when the feedback model failed.
+
+    A failure is not the Generator's to report: the GUI-Tester asks again when it needs the
+    instruction and reports the failure there, as it would have without the early call.
+    """
+    try:
+        return await write_test_instruction(context, requirement)
+    except ModelCallError:
+        return None
 
 
 def describe_action(action: GuiAction) -> str:

@@ -82,6 +82,8 @@ RULES: dict[str, dict] = {
     "coder-mapping": {"model": "scripted-coder", "turn": 0, "contains": ["neighborhood mapping"],
                       "content": artifact({"package.json": NEVER_STARTS})},
     "coder-finish": {"model": "scripted-coder", "content": "finish"},
+    "test-instruction": {"model": "scripted-feedback", "schema": "TestInstruction",
+                         "json": {"instruction": "Use every function of the site. Answer YES or NO."}},
     "judge": {"model": "scripted-vlm", "schema": "ScreenshotJudgement",
               "json": {"description": "A plain trivia page.", "score": 3, "suggestions": ["Add colour."]}},
     # -- the evaluation: GUI agent steps, by test case and by what the page shows --
@@ -136,6 +138,11 @@ def bench_args(base_url: str, data: Path, out: Path, *extra: str) -> list[str]:
 
 
 def invoke(args: list[str]):
+    # Each invocation runs its own event loop (asyncio.run), as separate `webgen-agent` processes
+    # would; langchain-openai caches its async HTTP client per process, bound to the first loop.
+    from langchain_openai.chat_models import _client_utils
+
+    _client_utils._cached_async_httpx_client.cache_clear()
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result

@@ -142,3 +142,35 @@ async def test_cdp_url_and_restart_after_the_browser_died(chromium_path: str, tm
         capture = await browser.capture(pages + "/good.html")
         assert "Welcome" in capture.visible_text and browser.pid != first_pid
     assert registry.entries() == []
+
+
+async def test_every_capture_after_rapid_source_edits_shows_the_new_text(
+    shared_browser: SharedBrowser, vite_template, tmp_path: Path
+) -> None:
+    # The executor's order: fingerprint what the kept server serves, write, ensure_running, capture
+    # at once. A stale page here would be judged as if the edit had not happened.
+    from webgen_agent.tools.workspace import write_file
+
+    ws = vite_template.make_workspace(tmp_path / "rapid")
+    runner = SiteRunner(ws, registry=None, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    client = httpx.AsyncClient(trust_env=False)
+    try:
+        first = await runner.ensure_running(None)
+        assert first.ok, first.error
+        for n in range(5):
+            before = await runner.served_modules(["src/App.jsx"])
+            # A draft served just before the final text is written: vite's watcher drops a change that
+            # soon after the previous one, so without the freshness check this page stays the draft.
+            write_file(ws, "src/App.jsx", f"export default function App() {{ return <h1>Draft {n}</h1> }}\n")
+            while f"Draft {n}" not in (await client.get(first.url + "src/App.jsx", timeout=10)).text:
+                pass
+            write_file(ws, "src/App.jsx", f"export default function App() {{ return <h1>Release {n} is live</h1> }}\n")
+            result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
+            assert result.ok, result.error
+            capture = await shared_browser.capture(result.url)
+            assert f"Release {n} is live" in capture.visible_text, f"capture {n} showed: {capture.visible_text!r}"
+            assert capture.render_error is None
+            assert result.server_pid == first.server_pid or result.stale_restart
+    finally:
+        await client.aclose()
+        await runner.stop()

@@ -278,3 +278,129 @@ async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_pa
     assert calls == [["x"], ["x", "--force"], ["x", "--legacy-peer-deps"]]
     assert not result.ok and result.stage == "install"
     assert "--force and then --legacy-peer-deps" in result.error and "ERESOLVE" in result.error
+
+
+# ---- a kept dev server never serves a stale module ---------------------------------------------
+
+
+def app_source(text: str) -> str:
+    return f"export default function App() {{\n  return <main><h1>{text}</h1></main>\n}}\n"
+
+
+async def until_served(client: httpx.AsyncClient, url: str, text: str) -> None:
+    """Poll (capped) until the dev server's module at ``url`` contains ``text``."""
+    deadline = time.monotonic() + 10
+    while text not in (await client.get(url, timeout=10)).text:
+        assert time.monotonic() < deadline, f"the server never served {text!r}"
+
+
+@pytest.mark.e2e
+async def test_rapid_source_edits_are_never_served_stale(tmp_path: Path, runners, vite_template) -> None:
+    # Vite compiles a module once and serves that until its file watcher reports a change, which
+    # takes tens of milliseconds, and a change within 50 ms of the previous reported change to the
+    # same file is dropped for good. Odd edits provoke that: a draft is written and served, and the
+    # final text follows at once (as when a step restores a file and then edits it). Without the
+    # freshness check every odd edit below is served stale, however long one waits.
+    from webgen_agent.tools.workspace import write_file
+
+    ws = vite_template.make_workspace(tmp_path / "rapid")
+    runner = runners(ws)
+    first = await runner.ensure_running(None)
+    assert first.ok, first.error
+    restarts = 0
+    async with httpx.AsyncClient(trust_env=False) as client:
+        for n in range(20):
+            before = await runner.served_modules(["src/App.jsx", "src/main.jsx", "index.html", "src/New.jsx"])
+            assert set(before) == {"src/App.jsx", "src/main.jsx", "src/New.jsx"}  # index.html is read from disk
+            assert before["src/App.jsx"].embeds_source and not before["src/New.jsx"].digest
+            if n % 2:
+                write_file(ws, "src/App.jsx", app_source(f"Draft {n}"))
+                await until_served(client, first.url + "src/App.jsx", f"Draft {n}")
+            write_file(ws, "src/App.jsx", app_source(f"Version {n} of the page"))
+            result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
+            assert result.ok, result.error
+            module = await client.get(result.url + "src/App.jsx", timeout=10)
+            assert f"Version {n} of the page" in module.text, f"edit {n} was served stale"
+            restarts += result.server_restarted
+    assert restarts <= 2, "the server is kept for source-only edits (a restart is only the last resort)"
+
+
+@pytest.mark.e2e
+async def test_a_server_that_keeps_serving_the_old_module_is_restarted(
+    tmp_path: Path, runners, vite_template, monkeypatch
+) -> None:
+    from webgen_agent.tools.workspace import write_file
+
+    monkeypatch.setattr(site_module, "_FRESH_CAP_S", 0.6)
+    ws = vite_template.make_workspace(tmp_path / "unseen")
+    runner = runners(ws)
+    first = await runner.ensure_running(None)
+    assert first.ok, first.error
+    before = await runner.served_modules(["src/App.jsx"])
+    async with httpx.AsyncClient(trust_env=False) as client:
+        old = await site_module._fetch_module(client, first.url, "src/App.jsx")
+    write_file(ws, "src/App.jsx", app_source("After the restart"))
+    real_fetch = site_module._fetch_module
+
+    async def watcher_missed_it(client, base_url, rel_path):
+        return old  # the server keeps answering the module compiled from the old text
+
+    monkeypatch.setattr(site_module, "_fetch_module", watcher_missed_it)
+    result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
+    assert result.ok and result.server_restarted and result.stale_restart
+    assert result.server_pid != first.server_pid
+    monkeypatch.setattr(site_module, "_fetch_module", real_fetch)
+    assert "After the restart" in (await get(result.url + "src/App.jsx")).text
+    # Modules that did not change are not waited for.
+    again = await runner.ensure_running({"src/main.jsx"}, served_before=await runner.served_modules(["src/App.jsx"]))
+    assert again.ok and not again.server_restarted and not again.stale_restart
+
+
+async def test_static_and_stopped_servers_need_no_freshness_check(tmp_path: Path, runners) -> None:
+    ws = tmp_path / "plain"
+    ws.mkdir()
+    (ws / "index.html").write_text("<h1>Plain</h1>")
+    (ws / "app.js").write_text("console.log(1)")
+    runner = runners(ws)
+    assert await runner.served_modules(["app.js"]) == {}  # nothing runs yet
+    assert (await runner.ensure_running(None)).ok
+    assert await runner.served_modules(["app.js"]) == {}  # python's server reads the file every time
+
+
+def test_vite_module_paths() -> None:
+    assert site_module.vite_module_path("src/App.jsx") == "/src/App.jsx"
+    assert site_module.vite_module_path("./src/styles.css") == "/src/styles.css"
+    assert site_module.vite_module_path("src/data.json") == "/src/data.json?import"
+    assert site_module.vite_module_path("src/my file.ts") == "/src/my%20file.ts"
+    for path in ("index.html", "public/app.js", "README.md", "src/logo.png"):
+        assert site_module.vite_module_path(path) is None, path
+
+
+# ---- the dependency cache is shared by runs through the database folder ------------------------
+
+
+@pytest.mark.e2e
+async def test_runs_sharing_a_database_share_installs(tmp_path: Path, vite_template, monkeypatch) -> None:
+    import os
+    import shutil
+
+    from webgen_agent.graph.demo import scripted_context
+    from webgen_agent.graph.resources import Resources
+
+    monkeypatch.delenv("WEBGEN_DEPS_CACHE", raising=False)  # the default: beside the database
+    db = tmp_path / "db" / "webgen.db"
+    # Seed <db folder>/deps-cache from the session's cache (hardlinks): as if an earlier run installed it.
+    shutil.copytree(vite_template.deps_cache_dir, db.parent / "deps-cache", symlinks=True, copy_function=os.link)
+    results = []
+    for run in ("first", "second"):  # two runs, each with its own Resources (as two processes would)
+        resources = Resources(db)
+        assert resources.deps_cache_dir == db.parent / "deps-cache"
+        ws = vite_template.make_workspace(tmp_path / run / "workspace")
+        try:
+            site = resources.site(ws, scripted_context("http://127.0.0.1:9/v1"))  # no model is asked
+            results.append(await site.ensure_running(None))
+        finally:
+            await resources.close()
+    assert all(r.ok and r.install_cached for r in results), [r.error for r in results]
+    react = [tmp_path / run / "workspace" / "node_modules" / "react" / "package.json" for run in ("first", "second")]
+    assert react[0].stat().st_ino == react[1].stat().st_ino

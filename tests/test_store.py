@@ -1,5 +1,7 @@
 """The content-addressed store: blobs, snapshots and restores of file trees."""
 
+import pytest
+
 from webgen_agent.checkpoints.store import BlobStore
 
 
@@ -52,3 +54,40 @@ def test_storage_grows_with_what_changed(tmp_path):
     store.snapshot(ws)
     grown = store.stored_bytes() - base
     assert grown < 3000  # one changed file (compressed) plus a manifest, not 40 files
+
+
+def test_blob_reads_are_served_from_a_bounded_memory_cache(tmp_path, monkeypatch):
+    import sqlite3
+
+    from webgen_agent.checkpoints import store as store_module
+
+    monkeypatch.setattr(store_module, "_CACHE_BYTES", 4000)
+    monkeypatch.setattr(store_module, "_CACHE_ITEM_MAX", 2500)
+    store = BlobStore(tmp_path / "db.sqlite")
+    small = [store.put(f"message {n} ".encode() * 100) for n in range(3)]  # ~1 KB each
+    big = store.put(b"x" * 3000)  # over the per-item bound: never cached
+    # Rows gone behind the store's back: only cached blobs can still be read.
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        conn.execute("DELETE FROM blobs")
+    assert [store.get(h) for h in small] == [f"message {n} ".encode() * 100 for n in range(3)]
+    with pytest.raises(KeyError):  # over the per-item bound: it was never cached
+        store.get(big)
+    for n in range(3, 6):  # three more ~1 KB blobs push the oldest out of a 4 KB cache
+        store.put(f"message {n} ".encode() * 100)
+    with pytest.raises(KeyError):  # the cache is bounded by bytes
+        store.get(small[0])
+
+
+def test_unchanged_blobs_are_not_written_again(tmp_path, monkeypatch):
+    store = BlobStore(tmp_path / "db.sqlite")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for n in range(10):
+        (ws / f"f{n}.js").write_text(f"// {n}\n" + "x;\n" * 200)
+    store.snapshot(ws)
+    writes = []
+    real_execute = store.db.execute
+    monkeypatch.setattr(store.db, "execute", lambda sql, *a: (writes.append(sql), real_execute(sql, *a))[1])
+    (ws / "f0.js").write_text("changed")
+    store.snapshot(ws)
+    assert sum(sql.startswith("INSERT") for sql in writes) == 2  # the changed file and the new manifest

@@ -12,6 +12,7 @@ event loop, and its start-up cost (~0.1 s) is paid once per run because it never
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fnmatch
 import functools
@@ -26,8 +27,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, Field
@@ -63,6 +66,20 @@ _ERROR_MARKER = re.compile(
 )
 _BAD_STATUS_GRACE_S = 5.0  # a server answering 4xx/5xx gets this long to settle before we report it
 _POLL_S = 0.1
+# Source files vite serves as transformed modules, cached in its module graph until its file watcher
+# reports a change. index.html, public/ and assets are read from disk on every request.
+_VITE_MODULE_SUFFIXES = (
+    ".js", ".jsx", ".ts", ".tsx", ".mjs", ".mts", ".cjs", ".cts", ".vue", ".svelte",
+    ".css", ".scss", ".sass", ".less", ".styl", ".pcss", ".json",
+)
+# A kept vite server picks an edit up in ~30-150 ms (watcher latency). A change within chokidar's
+# 50 ms throttle of the previous change to that file is dropped for good (a file restored and then
+# edited in one step), so after _FRESH_NUDGE_S the file's mtime is bumped once (a new change event);
+# after _FRESH_CAP_S the server is restarted.
+_FRESH_POLL_S = 0.02
+_FRESH_NUDGE_S = 0.25
+_FRESH_CAP_S = 3.0
+_INLINE_MAP = re.compile(r"//# sourceMappingURL=data:application/json;(?:charset=utf-8;)?base64,([A-Za-z0-9+/=]+)\s*$")
 
 
 class ExecutionResult(BaseModel):
@@ -84,7 +101,18 @@ class ExecutionResult(BaseModel):
     server_pid: int | None = None
     install_s: float = 0.0
     start_s: float = 0.0
+    fresh_s: float = Field(default=0.0, description="Time spent confirming a kept dev server serves the edited modules.")
+    stale_restart: bool = Field(default=False, description="A kept server still served an old module after the cap: restarted.")
     log_tail: str = ""
+
+
+class ServedModule(BaseModel):
+    """What a running vite server answered for one source file, taken before an edit."""
+
+    digest: str = Field(description="sha256 of the answer; empty when the file did not exist.")
+    embeds_source: bool = Field(
+        default=False, description="The answer's inline source map carried the file's exact text."
+    )
 
 
 # -- log summaries for the coder -----------------------------------------------------------------
@@ -190,17 +218,41 @@ def config_fingerprint(workspace: Path) -> str:
     return digest.hexdigest()
 
 
-def start_command(package: dict[str, Any], port: int) -> tuple[list[str], dict[str, str]] | None:
-    """``npm run dev`` (then start, serve) with the port passed the way common tools honour it."""
+def _start_script(package: dict[str, Any]) -> tuple[str, str] | None:
+    """(name, command) of the script that starts the site: dev, then start, then serve."""
     scripts = package.get("scripts") or {}
     for name in ("dev", "start", "serve"):
         script = scripts.get(name) if isinstance(scripts, dict) else None
         if isinstance(script, str) and script.strip():
-            argv = ["npm", "run", name]
-            if re.search(r"\bvite\b", script):  # vite keeps the last --port/--host it is given
-                argv += ["--", "--port", str(port), "--host", "127.0.0.1", "--strictPort"]
-            return argv, {"PORT": str(port), "HOST": "127.0.0.1"}
+            return name, script
     return None
+
+
+def runs_vite(package: dict[str, Any]) -> bool:
+    script = _start_script(package)
+    return script is not None and re.search(r"\bvite\b", script[1]) is not None
+
+
+def start_command(package: dict[str, Any], port: int) -> tuple[list[str], dict[str, str]] | None:
+    """``npm run dev`` (then start, serve) with the port passed the way common tools honour it."""
+    script = _start_script(package)
+    if script is None:
+        return None
+    argv = ["npm", "run", script[0]]
+    if runs_vite(package):  # vite keeps the last --port/--host it is given
+        argv += ["--", "--port", str(port), "--host", "127.0.0.1", "--strictPort"]
+    return argv, {"PORT": str(port), "HOST": "127.0.0.1"}
+
+
+def vite_module_path(rel_path: str) -> str | None:
+    """The URL path under which vite serves a workspace file as a cached module, or None.
+
+    JSON is a module only when imported (``?import``); ``public/`` files are served raw from disk.
+    """
+    rel = rel_path.replace("\\", "/").removeprefix("./")
+    if not rel.endswith(_VITE_MODULE_SUFFIXES) or rel.startswith(("public/", "node_modules/")):
+        return None
+    return "/" + quote(rel) + ("?import" if rel.endswith(".json") else "")
 
 
 def free_port() -> int:
@@ -362,6 +414,7 @@ class SiteRunner:
         self.cache = DepsCache(deps_cache_dir) if deps_cache_dir is not None else None
         self._server: ManagedProcess | None = None
         self._kind: Kind | None = None
+        self._vite = False
         self._url: str | None = None
         self._config: str | None = None
         self._serial = 0
@@ -379,14 +432,50 @@ class SiteRunner:
         self._serial += 1
         return self.log_dir / f"{what}-{self._serial:03d}.log"
 
-    async def ensure_running(self, changed_paths: set[str] | None = None) -> ExecutionResult:
-        """Install if dependencies changed, start or reuse the server, and wait for it to answer."""
+    async def served_modules(self, paths: Iterable[str]) -> dict[str, ServedModule]:
+        """What the running vite server serves now for ``paths``; call it before writing them.
+
+        Give the result to ``ensure_running`` after the edit: a kept server is then used only once
+        it serves every changed module as it is on disk, so no stale page is ever captured. Empty
+        when no vite server runs (a static server reads files on every request; a new server has
+        no cache).
+        """
+        url = self.url
+        if not self._vite or url is None:
+            return {}
+        wanted = [p for p in paths if vite_module_path(p)]
+        if not wanted:
+            return {}
+        async with httpx.AsyncClient(verify=False, trust_env=False) as client:
+            answers = await asyncio.gather(*(self._answer_now(client, url, p) for p in wanted))
+        return {p: served for p, served in zip(wanted, answers) if served is not None}
+
+    async def _answer_now(self, client: httpx.AsyncClient, url: str, rel_path: str) -> ServedModule | None:
+        disk = _read_text(self.workspace / rel_path)
+        if disk is None:
+            return ServedModule(digest="")  # a new file: nothing of it can be cached
+        answer = await _fetch_module(client, url, rel_path)
+        if answer is None or not answer.is_module:
+            return None  # vite caches only modules it compiled
+        return ServedModule(digest=answer.digest, embeds_source=answer.source == disk)
+
+    async def ensure_running(
+        self, changed_paths: set[str] | None = None, *, served_before: dict[str, ServedModule] | None = None
+    ) -> ExecutionResult:
+        """Install if dependencies changed, start or reuse the server, and wait for it to answer.
+
+        A kept vite server must first serve every changed module as it is on disk (checked against
+        ``served_before`` from ``served_modules``); one that still serves an old module after a
+        short cap is restarted.
+        """
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            return await self._ensure_running(changed_paths)
+            return await self._ensure_running(changed_paths, served_before or {})
 
-    async def _ensure_running(self, changed_paths: set[str] | None) -> ExecutionResult:
+    async def _ensure_running(
+        self, changed_paths: set[str] | None, served_before: dict[str, ServedModule]
+    ) -> ExecutionResult:
         ws = self.workspace
         if (ws / "package.json").is_file():
             kind: Kind = "npm"
@@ -424,15 +513,65 @@ class SiteRunner:
 
         base = dict(kind=kind, install_ran=install.ran, install_cached=install.cached, install_s=install.seconds)
         config = config_fingerprint(ws) if kind == "npm" else None
+        stale_restart = False
         if await self._can_reuse(kind, config, changed_paths, install.ran):
-            assert self._server is not None
-            return ExecutionResult(ok=True, stage="ok", url=self._url, server_pid=self._server.pid, **base)
+            assert self._server is not None and self._url is not None
+            changed = set(served_before) if changed_paths is None else changed_paths
+            started = time.monotonic()
+            stale = await self._await_fresh(self._url, changed, served_before) if self._vite else []
+            fresh_s = round(time.monotonic() - started, 3)
+            if not stale:
+                return ExecutionResult(
+                    ok=True, stage="ok", url=self._url, server_pid=self._server.pid, fresh_s=fresh_s, **base
+                )
+            stale_restart = True  # a restarted vite reads every module from disk
 
         await self.stop()
         started = time.monotonic()
         result = await self._start(kind, package, config)
         start_s = round(time.monotonic() - started, 3)
-        return ExecutionResult(**base, **result, start_s=start_s, server_restarted=True)
+        return ExecutionResult(**base, **result, start_s=start_s, server_restarted=True, stale_restart=stale_restart)
+
+    async def _await_fresh(self, url: str, changed: set[str], served_before: dict[str, ServedModule]) -> list[str]:
+        """Poll until the server serves every changed module as it is on disk; the ones it never did.
+
+        Polling, not a fixed wait: the usual case returns after one or two requests.
+        """
+        pending = {p for p in changed if vite_module_path(p) and (self.workspace / p).is_file()}
+        started = time.monotonic()
+        nudged = False
+        async with httpx.AsyncClient(verify=False, trust_env=False) as client:
+            while pending:
+                paths = sorted(pending)
+                answers = await asyncio.gather(*(_fetch_module(client, url, p) for p in paths))
+                for path, answer in zip(paths, answers):
+                    if answer is not None and self._serves_disk(path, answer, served_before.get(path)):
+                        pending.discard(path)
+                elapsed = time.monotonic() - started
+                if not pending or elapsed >= _FRESH_CAP_S:
+                    break
+                if not nudged and elapsed >= _FRESH_NUDGE_S:
+                    nudged = True
+                    for path in pending:
+                        with contextlib.suppress(OSError):
+                            os.utime(self.workspace / path)
+                await asyncio.sleep(_FRESH_POLL_S)
+        return sorted(pending)
+
+    def _serves_disk(self, rel_path: str, answer: _ModuleAnswer, before: ServedModule | None) -> bool:
+        """Whether ``answer`` was compiled from the file as it is on disk now (as far as can be told)."""
+        if not answer.is_module:
+            return True  # a failed compile is retried from disk on every request: nothing is cached
+        disk = _read_text(self.workspace / rel_path)
+        if answer.source is not None and answer.source == disk:
+            return True  # exact: the module's source map carries the text it was compiled from
+        if before is None:
+            return answer.source is None  # not seen before the edit: trust only what cannot say otherwise
+        if not before.digest:
+            return True  # the file is new: vite had nothing of it cached
+        if before.embeds_source:
+            return False  # this module says what it was compiled from, and that is not the file
+        return answer.digest != before.digest  # no exact check (e.g. CSS): a new answer means a recompile
 
     # -- install -------------------------------------------------------------------------------
     async def ensure_dependencies(self) -> InstallResult:
@@ -525,6 +664,7 @@ class SiteRunner:
         except OSError as exc:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
         self._server, self._kind, self._config = server, kind, config
+        self._vite = kind == "npm" and runs_vite(package)
         shown = " ".join(argv[:3]) if kind == "npm" else "the static file server"
         url, stage, error = await self._wait_http(server, port, shown)
         tail = server.log_tail(40)
@@ -593,6 +733,51 @@ async def _answers(url: str, *, timeout_s: float, client: httpx.AsyncClient | No
     except httpx.HTTPError:
         return None
     return True if 200 <= response.status_code < 400 else response.status_code
+
+
+class _ModuleAnswer(BaseModel):
+    is_module: bool = Field(description="HTTP 200 with JavaScript: a module vite compiled (and caches).")
+    digest: str = Field(description="sha256 of status and body.")
+    source: str | None = Field(default=None, description="The text it was compiled from, per its inline source map.")
+
+
+async def _fetch_module(client: httpx.AsyncClient, base_url: str, rel_path: str) -> _ModuleAnswer | None:
+    """What the vite server at ``base_url`` answers for a source file; None when it did not answer."""
+    module_path = vite_module_path(rel_path)
+    if module_path is None:
+        return None
+    try:
+        response = await client.get(base_url.rstrip("/") + module_path, timeout=httpx.Timeout(5.0, connect=1.0))
+    except httpx.HTTPError:
+        return None
+    digest = hashlib.sha256(str(response.status_code).encode() + b"\0" + response.content).hexdigest()
+    is_module = response.status_code == 200 and "javascript" in response.headers.get("content-type", "")
+    source = _embedded_source(response.text, rel_path) if is_module else None
+    return _ModuleAnswer(is_module=is_module, digest=digest, source=source)
+
+
+def _embedded_source(body: str, rel_path: str) -> str | None:
+    """The source text a vite module's inline source map carries for ``rel_path``, if it does."""
+    match = _INLINE_MAP.search(body[-200_000:])
+    if match is None:
+        return None
+    try:
+        source_map = json.loads(base64.b64decode(match.group(1)))
+        sources, contents = source_map.get("sources") or [], source_map.get("sourcesContent") or []
+    except (ValueError, AttributeError):
+        return None
+    name = rel_path.rsplit("/", 1)[-1]
+    for source, content in zip(sources, contents):
+        if isinstance(source, str) and source.rsplit("/", 1)[-1] == name and isinstance(content, str):
+            return content.removeprefix("\ufeff")
+    return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 async def run_shell(

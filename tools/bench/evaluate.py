@@ -265,6 +265,7 @@ class Evaluator:
         started = time.monotonic()
         try:
             async with self._sessions:
+                started = time.monotonic()  # the case's own time, not its wait for a session
                 run = await self._gui_run(url, case)
             decision = await self._decide(case, run)
             result = _case_result(
