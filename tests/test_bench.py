@@ -138,11 +138,7 @@ def bench_args(base_url: str, data: Path, out: Path, *extra: str) -> list[str]:
 
 
 def invoke(args: list[str]):
-    # Each invocation runs its own event loop (asyncio.run), as separate `webgen-agent` processes
-    # would; langchain-openai caches its async HTTP client per process, bound to the first loop.
-    from langchain_openai.chat_models import _client_utils
-
-    _client_utils._cached_async_httpx_client.cache_clear()
+    # Each invocation runs its own event loop (asyncio.run), as separate `webgen-agent` processes would.
     result = CliRunner().invoke(app, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result
@@ -219,6 +215,24 @@ def test_jsonl_store_skips_a_torn_line_and_keeps_the_last_per_key(tmp_path: Path
     store.append(CaseResult(**{**line, "verdict": "YES"}))
     assert [r.verdict for r in store.load().values()] == ["YES"]
     assert len(store.compact()) == 1 and len(store.path.read_text().splitlines()) == 1
+
+
+def test_evaluation_models_default_to_the_agents_and_flags_override_them(monkeypatch) -> None:
+    from webgen_agent.graph.context import Settings
+    from webgen_agent.tools.bench.config import EvalModelFlags, eval_settings
+
+    monkeypatch.delenv("WEBGEN_VLM_MODEL", raising=False)
+    settings = Settings(base_url="http://agent/v1", model="m", vlm_model="vl", feedback_model="fb")
+    same = eval_settings(settings, EvalModelFlags())
+    assert (same.agent.model, same.appearance.model, same.feedback.model) == ("vl", "vl", "fb")
+    assert {same.agent.base_url, same.feedback.base_url} == {"http://agent/v1"}
+    own = eval_settings(settings, EvalModelFlags(vlm_model="qwen-vl", appearance_model="gpt-4o",
+                                                 base_url="http://eval/v1", appearance_base_url="https://oa/v1",
+                                                 api_key="k"), max_actions=7)
+    assert (own.agent.model, own.agent.base_url, own.agent.api_key) == ("qwen-vl", "http://eval/v1", "k")
+    assert (own.appearance.model, own.appearance.base_url) == ("gpt-4o", "https://oa/v1")
+    assert (own.feedback.model, own.feedback.base_url, own.max_actions) == ("fb", "http://eval/v1", 7)
+    assert settings.vlm_model == "vl"  # the agent's own settings are untouched
 
 
 # ---- end to end ------------------------------------------------------------------------------------

@@ -64,3 +64,11 @@ async def test_dead_endpoint_is_a_clear_error_quickly():
     with pytest.raises(ModelCallError, match="coder model 'm': cannot reach http://127.0.0.1:9/v1"):
         await complete(dead, "coder", ASK)
     assert time.monotonic() - started < 15
+
+
+def test_a_host_may_run_the_agent_under_several_event_loops(server):
+    # An app calling asyncio.run twice must not hit a client bound to the first, closed loop.
+    import asyncio
+
+    for _ in range(2):
+        assert asyncio.run(complete(settings(server, "plain"), "coder", ASK)).text == "hello"

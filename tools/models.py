@@ -7,11 +7,14 @@ against the expected schema, with the validation error shown to the model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
+import weakref
 from typing import Any, Generic, TypeVar
 
+import httpx
 import openai
 from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
@@ -56,8 +59,24 @@ class StructuredAnswer(BaseModel, Generic[T]):
     seconds: float = 0.0
 
 
+# langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
+# that runs the agent under a second ``asyncio.run`` would get "Event loop is closed". One client
+# per running loop (dropped with the loop) keeps connection reuse without that trap.
+_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def _http_client() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    client = _loop_clients.get(loop)
+    if client is None:
+        client = _loop_clients[loop] = openai.DefaultAsyncHttpxClient()
+    return client
+
+
 def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpenAI:
+    """A LangChain chat model for ``role``; call it inside the event loop that will use it."""
     kwargs: dict[str, Any] = {
+        "http_async_client": _http_client(),
         "model": settings.model,
         "base_url": settings.base_url,
         "api_key": api_key_for(settings, role),
