@@ -38,6 +38,7 @@ from webgen_agent.tools.bench.evaluate import Evaluator
 from webgen_agent.tools.bench.results import JsonlStore
 from webgen_agent.tools.bench.score import summarize
 from webgen_agent.tools.bench.views import BenchSummary, GenerationRecord
+from webgen_agent.tools.models import ModelCallError
 from webgen_agent.tools.webgen_bench import BenchRecord
 
 logger = logging.getLogger(__name__)
@@ -100,10 +101,12 @@ class Generator:
             error = None
             try:
                 await self._run(record, run_id)
+            except (ModelCallError, ValueError) as exc:  # endpoint down, run still running elsewhere: said in one line
+                error = f"{type(exc).__name__}: {str(exc)[:500]}"
             except Exception as exc:  # one failed run never stops the others; it is resumed on a re-run
                 logger.exception("generation of %s failed", record.id)
                 error = f"{type(exc).__name__}: {str(exc)[:500]}"
-            generated = self._record(record, run_id, time.monotonic() - started, error)
+            generated = self._generation_record(record, run_id, time.monotonic() - started, error)
             self.store.append(generated)
             self.notify(
                 f"{record.id}: {generated.status}, {generated.steps} step(s), {generated.seconds:.1f} s"
@@ -121,7 +124,8 @@ class Generator:
             recorded = {k: v for k, v in runs.settings(run_id).items() if k in RUN_SETTINGS}
             await resume_run(run_id, context=self.context.model_copy(update=recorded), db_path=self.db_path)
 
-    def _record(self, record: BenchRecord, run_id: str, seconds: float, error: str | None) -> GenerationRecord:
+    def _generation_record(self, record: BenchRecord, run_id: str, seconds: float, error: str | None) -> GenerationRecord:
+        """What the run left (status, summary), with its final site copied to sites/<id>."""
         run: RunRecord | None = RunIndex(self.db_path).get(run_id)
         summary = _summary_of(Path(run.out_dir)) if run is not None else None
         status = run.status if run is not None else "failed"

@@ -112,7 +112,10 @@ def bench(
     *,
     settings: Settings,
 ) -> None:
-    """Run WebGen-Bench: generate a site per instruction, test it with GUI agents, grade it, score."""
+    """Run WebGen-Bench: generate a site per instruction, test it with GUI agents, grade it, score.
+
+    Exits with 1 when some test cases have no result yet (re-run the same command to finish).
+    """
     from webgen_agent.graph.bench import run_bench
 
     try:
@@ -145,3 +148,5 @@ def bench(
     for line in _cost_lines(summary):
         console.print(line)
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    if summary.overall.missing:
+        raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one

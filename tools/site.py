@@ -109,7 +109,7 @@ class ExecutionResult(BaseModel):
 class ServedModule(BaseModel):
     """What a running vite server answered for one source file, taken before an edit."""
 
-    digest: str = Field(description="sha256 of the answer; empty when the file did not exist.")
+    digest: str = Field(description="sha256 of the answer.")
     embeds_source: bool = Field(
         default=False, description="The answer's inline source map carried the file's exact text."
     )
@@ -415,6 +415,7 @@ class SiteRunner:
         self._server: ManagedProcess | None = None
         self._kind: Kind | None = None
         self._vite = False
+        self._compiled: set[str] = set()  # module URL paths vite compiled for our pages (so caches)
         self._url: str | None = None
         self._config: str | None = None
         self._serial = 0
@@ -432,32 +433,39 @@ class SiteRunner:
         self._serial += 1
         return self.log_dir / f"{what}-{self._serial:03d}.log"
 
+    def note_page(self, loaded: Iterable[str], failed: Iterable[str] = ()) -> None:
+        """Record the module URL paths a captured page loaded (vite compiled and caches them) or failed on.
+
+        Only these are checked for freshness: asking vite for any other file would compile it, and
+        a compile error with no page connected is kept by vite and shown to the next page that
+        connects, as if that page were broken.
+        """
+        self._compiled |= set(loaded)
+        self._compiled -= set(failed)
+
     async def served_modules(self, paths: Iterable[str]) -> dict[str, ServedModule]:
         """What the running vite server serves now for ``paths``; call it before writing them.
 
         Give the result to ``ensure_running`` after the edit: a kept server is then used only once
-        it serves every changed module as it is on disk, so no stale page is ever captured. Empty
-        when no vite server runs (a static server reads files on every request; a new server has
-        no cache).
+        it serves every changed module as it is on disk, so no stale page is ever captured. Covers
+        the modules our pages loaded (``note_page``): vite compiles a module on its first request,
+        so no other can be stale. Empty when no vite server runs (a static server reads files on
+        every request; a new server has no cache).
         """
         url = self.url
         if not self._vite or url is None:
             return {}
-        wanted = [p for p in paths if vite_module_path(p)]
+        wanted = [p for p in paths if vite_module_path(p) in self._compiled and (self.workspace / p).is_file()]
         if not wanted:
             return {}
         async with httpx.AsyncClient(verify=False, trust_env=False) as client:
-            answers = await asyncio.gather(*(self._answer_now(client, url, p) for p in wanted))
-        return {p: served for p, served in zip(wanted, answers) if served is not None}
-
-    async def _answer_now(self, client: httpx.AsyncClient, url: str, rel_path: str) -> ServedModule | None:
-        disk = _read_text(self.workspace / rel_path)
-        if disk is None:
-            return ServedModule(digest="")  # a new file: nothing of it can be cached
-        answer = await _fetch_module(client, url, rel_path)
-        if answer is None or not answer.is_module:
-            return None  # vite caches only modules it compiled
-        return ServedModule(digest=answer.digest, embeds_source=answer.source == disk)
+            answers = await asyncio.gather(*(_fetch_module(client, url, p) for p in wanted))
+        served = {}
+        for path, answer in zip(wanted, answers):
+            if answer is not None and answer.is_module:
+                disk = _read_text(self.workspace / path)
+                served[path] = ServedModule(digest=answer.digest, embeds_source=answer.source == disk)
+        return served
 
     async def ensure_running(
         self, changed_paths: set[str] | None = None, *, served_before: dict[str, ServedModule] | None = None
@@ -537,7 +545,7 @@ class SiteRunner:
 
         Polling, not a fixed wait: the usual case returns after one or two requests.
         """
-        pending = {p for p in changed if vite_module_path(p) and (self.workspace / p).is_file()}
+        pending = {p for p in changed & served_before.keys() if (self.workspace / p).is_file()}
         started = time.monotonic()
         nudged = False
         async with httpx.AsyncClient(verify=False, trust_env=False) as client:
@@ -545,7 +553,7 @@ class SiteRunner:
                 paths = sorted(pending)
                 answers = await asyncio.gather(*(_fetch_module(client, url, p) for p in paths))
                 for path, answer in zip(paths, answers):
-                    if answer is not None and self._serves_disk(path, answer, served_before.get(path)):
+                    if answer is not None and self._serves_disk(path, answer, served_before[path]):
                         pending.discard(path)
                 elapsed = time.monotonic() - started
                 if not pending or elapsed >= _FRESH_CAP_S:
@@ -558,17 +566,12 @@ class SiteRunner:
                 await asyncio.sleep(_FRESH_POLL_S)
         return sorted(pending)
 
-    def _serves_disk(self, rel_path: str, answer: _ModuleAnswer, before: ServedModule | None) -> bool:
+    def _serves_disk(self, rel_path: str, answer: _ModuleAnswer, before: ServedModule) -> bool:
         """Whether ``answer`` was compiled from the file as it is on disk now (as far as can be told)."""
         if not answer.is_module:
             return True  # a failed compile is retried from disk on every request: nothing is cached
-        disk = _read_text(self.workspace / rel_path)
-        if answer.source is not None and answer.source == disk:
+        if answer.source is not None and answer.source == _read_text(self.workspace / rel_path):
             return True  # exact: the module's source map carries the text it was compiled from
-        if before is None:
-            return answer.source is None  # not seen before the edit: trust only what cannot say otherwise
-        if not before.digest:
-            return True  # the file is new: vite had nothing of it cached
         if before.embeds_source:
             return False  # this module says what it was compiled from, and that is not the file
         return answer.digest != before.digest  # no exact check (e.g. CSS): a new answer means a recompile
@@ -665,6 +668,7 @@ class SiteRunner:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
         self._server, self._kind, self._config = server, kind, config
         self._vite = kind == "npm" and runs_vite(package)
+        self._compiled = set()
         shown = " ".join(argv[:3]) if kind == "npm" else "the static file server"
         url, stage, error = await self._wait_http(server, port, shown)
         tail = server.log_tail(40)

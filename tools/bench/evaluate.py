@@ -150,9 +150,8 @@ class Evaluator:
                 *(self._record(r, site_dirs.get(r.id), done_cases, done_sites) for r in records)
             )
         finally:
-            if self._browser is not None:
-                await self._browser.close()
-            self.registry.kill_all()
+            await self._close_browser()
+            self.registry.kill_all()  # and whatever a cancelled evaluation left running
         self.cases.compact(order=lambda c: (c.record_id, c.case_index))
         self.sites.compact(order=lambda s: s.record_id)
 
@@ -324,6 +323,15 @@ class Evaluator:
                 self._browser = SharedBrowser(self._chromium, registry=self.registry)
             await self._browser.start()  # relaunches one that died
             return self._browser
+
+    async def _close_browser(self) -> None:
+        if self._browser is None:
+            return
+        try:
+            # Bounded: a wedged browser must not hold the results back; kill_all() ends its process.
+            await asyncio.wait_for(self._browser.close(), timeout=30)
+        except (TimeoutError, asyncio.TimeoutError):
+            logger.warning("the screenshot browser did not close within 30 s; killing it")
 
     async def _appearance(self, record: BenchRecord, served: ExecutionResult) -> None:
         started = time.monotonic()
