@@ -40,6 +40,7 @@ def scenario() -> dict:
               for k in range(1, STEPS)]
     rules.append({"model": "scripted-vlm", "schema": "ScreenshotJudgement",
                   "json": {"description": "A heading.", "score": 3, "suggestions": ["More content."]}})
+    rules.append({"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Open the page."}})
     return {"name": "storage", "description": "one file changes per step", "rules": rules}
 
 

@@ -40,6 +40,7 @@ class Resources:
         self.deps_cache_dir = deps_cache_dir or Path(Settings().deps_cache or self.db_path.parent / "deps-cache")
         self._browser: SharedBrowser | None = None
         self._browser_lock = asyncio.Lock()
+        self._warming: asyncio.Task[SharedBrowser] | None = None
         self._sites: dict[Path, SiteRunner] = {}
 
     @staticmethod
@@ -53,6 +54,15 @@ class Resources:
                 self._browser = SharedBrowser(find_chromium(context.chromium or self.chromium), registry=self.registry)
                 await self._browser.start()
             return self._browser
+
+    def warm_browser(self, context: AgentContext) -> None:
+        """Launch Chromium in the background (while the first coder call runs), not at the first capture.
+
+        A launch failure is reported by the ``browser()`` call that needs it, not here.
+        """
+        if self._browser is None and self._warming is None:
+            self._warming = asyncio.create_task(self.browser(context))
+            self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
         key = workspace.resolve()
@@ -78,6 +88,8 @@ class Resources:
         """Stop every server and the browser this process started."""
         for workspace in list(self._sites):
             await self.stop_site(workspace)
+        if self._warming is not None:
+            await asyncio.wait({self._warming})  # a launch in flight would leave a browser behind
         if self._browser is not None:
             await self._browser.close()
             self._browser = None

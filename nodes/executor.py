@@ -93,6 +93,9 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         "install_cached": result.install_cached,
         "server_restarted": result.server_restarted,
         "url": result.url,
+        "install_s": result.install_s,
+        "start_s": result.start_s,
+        "fresh_s": result.fresh_s,  # confirming a kept server serves the edit (see SiteRunner.served_modules)
     }
     patch: Step = {
         "index": step["index"],
@@ -108,6 +111,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             viewport=(context.viewport_width, context.viewport_height),
             timeout_s=context.page_timeout_s,
         )
+        execution["capture_s"] = capture.seconds
+        site.note_page(capture.module_paths, capture.failed_module_paths)
         if capture.png:
             patch["screenshot"] = blobs.put(capture.png)
         patch["page"] = blobs.put_json(

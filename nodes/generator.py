@@ -1,7 +1,8 @@
 """Generator: the first coder turn, from the requirement alone.
 
 The GUI test instruction depends only on the requirement, so the feedback model writes it while
-the coder writes the first version, instead of later on the critical path of the first GUI test.
+the coder writes the first version, instead of later on the critical path of the first GUI test;
+Chromium is launched and browser-use imported meanwhile too.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.graph.context import AgentContext
+from webgen_agent.graph.resources import get_resources
 from webgen_agent.graph.state import AgentState
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
 from webgen_agent.nodes.common import Update, node, usage_record
-from webgen_agent.nodes.gui_tester import early_test_instruction
+from webgen_agent.nodes.gui_tester import early_test_instruction, warm_gui_agent
 
 
 def run_identity(state: AgentState, context: AgentContext) -> Update:
@@ -40,6 +42,8 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         chat_ref("system", prompts.CODER_SYSTEM),
         chat_ref("user", prompts.generator_user(state["requirement"])),
     ]
+    get_resources().warm_browser(runtime.context)  # ready by the first capture
+    warm_gui_agent()
     instruction = None
     if not state.get("test_instruction"):  # a restart from scratch keeps the run's instruction
         instruction = asyncio.create_task(early_test_instruction(runtime.context, state["requirement"]))

@@ -7,7 +7,10 @@ test (for a ``screenshot_validated`` turn, the edit step before it).
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import importlib
+import sys
 
 from langgraph.runtime import Runtime
 
@@ -28,6 +31,24 @@ async def write_test_instruction(context: AgentContext, requirement: str) -> tup
         # Still test something useful: the requirement itself is a usable instruction.
         return f"Check that the website does what this asks: {requirement}", answer.usage
     return answer.value.instruction, answer.usage
+
+
+_AGENT_MODULES = ("browser_use", "browser_use.tools.service", "browser_use.llm.openai.chat")
+
+
+def _import_agent_modules() -> None:
+    for name in _AGENT_MODULES:
+        importlib.import_module(name)
+
+
+def warm_gui_agent() -> None:
+    """Import browser-use in a worker thread now, not at the first GUI test (about 3 s, once per process).
+
+    Safe to import early: ``tools.gui_agent`` (imported above) has already switched browser-use's
+    telemetry, version check and log handlers off.
+    """
+    if not all(name in sys.modules for name in _AGENT_MODULES):
+        asyncio.get_running_loop().run_in_executor(None, _import_agent_modules)
 
 
 async def early_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage] | None:

@@ -157,10 +157,12 @@ async def test_every_capture_after_rapid_source_edits_shows_the_new_text(
     try:
         first = await runner.ensure_running(None)
         assert first.ok, first.error
+        runner.note_page((await shared_browser.capture(first.url)).module_paths)
         for n in range(5):
             before = await runner.served_modules(["src/App.jsx"])
             # A draft served just before the final text is written: vite's watcher drops a change that
             # soon after the previous one, so without the freshness check this page stays the draft.
+            await asyncio.sleep(0.1)  # test setup: out of the previous change's throttle window
             write_file(ws, "src/App.jsx", f"export default function App() {{ return <h1>Draft {n}</h1> }}\n")
             while f"Draft {n}" not in (await client.get(first.url + "src/App.jsx", timeout=10)).text:
                 pass
@@ -168,9 +170,58 @@ async def test_every_capture_after_rapid_source_edits_shows_the_new_text(
             result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
             assert result.ok, result.error
             capture = await shared_browser.capture(result.url)
+            runner.note_page(capture.module_paths, capture.failed_module_paths)
             assert f"Release {n} is live" in capture.visible_text, f"capture {n} showed: {capture.visible_text!r}"
             assert capture.render_error is None
             assert result.server_pid == first.server_pid or result.stale_restart
     finally:
         await client.aclose()
         await runner.stop()
+
+
+async def test_a_fixed_build_error_is_not_shown_again(shared_browser: SharedBrowser, vite_template, tmp_path: Path) -> None:
+    # Vite keeps a compile error that happens while no page is connected and shows it to the next
+    # page: the freshness check must never compile a module the last page failed on.
+    from webgen_agent.tools.workspace import write_file
+
+    ws = vite_template.make_workspace(tmp_path / "fixed")
+    write_file(ws, "src/App.jsx", "export default function App() {\n  return <h1>Broken</h1\n}\n")
+    runner = SiteRunner(ws, registry=None, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    try:
+        first = await runner.ensure_running(None)
+        broken = await shared_browser.capture(first.url)
+        assert broken.overlay and "/src/App.jsx" in broken.failed_module_paths
+        assert "/src/main.jsx" in broken.module_paths and "/src/App.jsx" not in broken.module_paths
+        runner.note_page(broken.module_paths, broken.failed_module_paths)
+        before = await runner.served_modules(["src/App.jsx"])
+        assert before == {}
+        write_file(ws, "src/App.jsx", "export default function App() { return <h1>Fixed now</h1> }\n")
+        result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
+        fixed = await shared_browser.capture(result.url)
+        assert not result.server_restarted
+        assert "Fixed now" in fixed.visible_text and fixed.overlay is None and fixed.render_error is None
+    finally:
+        await runner.stop()
+
+
+async def test_captures_run_side_by_side_and_a_gui_agent_has_the_browser_alone(
+    shared_browser: SharedBrowser, pages: str
+) -> None:
+    # Two runs' captures overlap: the quick page is done while the hanging one still loads.
+    hanging = asyncio.create_task(shared_browser.capture(pages + "/hang.html", timeout_s=4.0))
+    await asyncio.sleep(0.2)  # let the hanging capture take its turn first
+    quick = asyncio.create_task(shared_browser.capture(pages + "/good.html"))
+    done, _ = await asyncio.wait({hanging, quick}, return_when=asyncio.FIRST_COMPLETED)
+    assert done == {quick} and "Welcome" in quick.result().visible_text
+    await hanging
+
+    # An exclusive holder (a GUI agent attached over CDP) sees no capture tab, spare or not, and
+    # captures wait for it.
+    async with shared_browser.exclusive():
+        async with httpx.AsyncClient(trust_env=False) as client:
+            tabs = [t for t in (await client.get(shared_browser.cdp_url + "/json/list")).json() if t["type"] == "page"]
+        assert [t["url"] for t in tabs] == ["about:blank"]  # Chromium's own first tab only
+        waiting = asyncio.create_task(shared_browser.capture(pages + "/good.html"))
+        await asyncio.sleep(0.5)
+        assert not waiting.done()
+    assert "Welcome" in (await waiting).visible_text

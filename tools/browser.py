@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from playwright.async_api import Browser, ConsoleMessage, Error as PlaywrightError, Page, Playwright, Request, Response
+from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Error as PlaywrightError, Page, Playwright, Request, Response
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from playwright.async_api import async_playwright
 from pydantic import BaseModel, ConfigDict, Field
@@ -38,9 +38,12 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--disable-dev-shm-usage",
 )
-_QUIET_S = 0.5  # network counts as settled after this long without a request in flight
+# Network counts as settled after this long without a request in flight. Requests a page makes
+# after load (effects fetching data, lazy chunks) start within a frame or two of the first render.
+_QUIET_S = 0.3
 _MAX_TEXT = 4000
 _MAX_ITEMS = 20
+_MAX_MODULES = 2000
 _CACHE_BUST = re.compile(r"\?(?:t|v)=[0-9a-f]+")  # vite's ?t=<timestamp> / ?v=<hash> module query
 
 # Reads the Vite error overlay (a custom element whose message lives in its shadow DOM).
@@ -83,6 +86,10 @@ class PageCapture(BaseModel):
     page_errors: list[str] = Field(default_factory=list, description="Uncaught exceptions in the page.")
     console_errors: list[str] = Field(default_factory=list)
     failed_requests: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
+    module_paths: list[str] = Field(
+        default_factory=list, description="Same-origin scripts/styles that loaded: URL path and query, vite's ?t= dropped."
+    )
+    failed_module_paths: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
     overlay: str | None = Field(default=None, description="Text of the Vite error overlay, when shown.")
     blank: bool = False
     load_error: str | None = None
@@ -121,8 +128,63 @@ def _same_origin(url: str, origin: str) -> bool:
     return f"{parts.scheme}://{parts.netloc}" == origin
 
 
+def module_path(url: str) -> str:
+    """``/src/App.jsx?t=123`` -> ``/src/App.jsx``: the path a dev server knows a module by (vite's
+    HMR timestamp query dropped, other queries such as ``?import`` kept)."""
+    parts = urlsplit(url)
+    query = "&".join(q for q in parts.query.split("&") if q and not q.startswith("t="))
+    return parts.path + (f"?{query}" if query else "")
+
+
+class _Turns:
+    """Who may use the browser: captures side by side, or one exclusive holder (a GUI agent) alone.
+
+    An exclusive holder waiting goes before captures that arrive after it, so a steady stream of
+    captures from concurrent runs cannot starve a GUI test.
+    """
+
+    def __init__(self) -> None:
+        self._cond = asyncio.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting = 0
+
+    @contextlib.asynccontextmanager
+    async def shared(self) -> AsyncIterator[None]:
+        async with self._cond:
+            await self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        async with self._cond:
+            self._waiting += 1
+            try:
+                await self._cond.wait_for(lambda: not self._exclusive and not self._shared)
+            finally:
+                self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            async with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
 class SharedBrowser:
-    """One headless Chromium per process that captures and GUI agents share; restarts if it died."""
+    """One headless Chromium per process that captures and GUI agents share; restarts if it died.
+
+    Every capture gets a fresh browser context. The next one is opened in the background when a
+    capture ends (a context's first page costs a renderer start, 0.2-0.6 s), so a step's capture
+    does not wait for it; it is closed before a GUI agent attaches, which would otherwise see it.
+    """
 
     def __init__(self, chromium_path: str, *, registry: ProcessRegistry | None = None, launch_timeout_s: float = 30.0) -> None:
         self.chromium_path = chromium_path
@@ -134,7 +196,8 @@ class SharedBrowser:
         self._browser: Browser | None = None
         self._cdp_url: str | None = None
         self._lock: asyncio.Lock | None = None
-        self._exclusive: asyncio.Lock | None = None
+        self._turns: _Turns | None = None
+        self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
 
     @property
     def cdp_url(self) -> str:
@@ -198,6 +261,7 @@ class SharedBrowser:
             raise
 
     async def _shutdown(self) -> None:
+        await self._drop_spare()
         browser, self._browser = self._browser, None
         playwright, self._playwright = self._playwright, None
         process, self._process = self._process, None
@@ -226,23 +290,72 @@ class SharedBrowser:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
+    def _the_turns(self) -> _Turns:
+        if self._turns is None:
+            self._turns = _Turns()
+        return self._turns
+
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[SharedBrowser]:
-        """Use the browser alone (captures and other holders wait).
+        """Use the browser alone (captures and other holders wait), with no tab but Chromium's first.
 
         A browser-use agent attached over CDP sees every tab of the browser, focuses whichever it
         finds first and re-focuses another when that one closes, so beside a capture or a second
         agent (concurrent runs) it would test another run's page. Hold this around such a client.
         """
-        if self._exclusive is None:
-            self._exclusive = asyncio.Lock()
-        async with self._exclusive:
+        async with self._the_turns().exclusive():
+            await self._drop_spare()
             yield self
 
     async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
-        """Load ``url`` in a fresh context and report how it rendered; never raises for page problems."""
-        async with self.exclusive():
+        """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.
+
+        Captures of concurrent runs share the browser (each in its own context).
+        """
+        async with self._the_turns().shared():
             return await self._capture(url, viewport=viewport, timeout_s=timeout_s)
+
+    async def _open_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
+        context = await self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        try:
+            return context, await context.new_page()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await context.close()
+            raise
+
+    async def _fresh_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
+        """A never-used page in a new context: the spare opened after the last capture, or a new one."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await asyncio.wait({spare})
+            if not spare.cancelled() and spare.exception() is None:  # else the browser went away meanwhile
+                context, page = spare.result()
+                if page.viewport_size != {"width": viewport[0], "height": viewport[1]}:
+                    await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+                return context, page
+        try:
+            return await self._open_page(viewport)
+        except PlaywrightError:  # the browser died since the health check: relaunch once
+            await self.close()
+            await self.start()
+            return await self._open_page(viewport)
+
+    def _prepare_spare(self, viewport: tuple[int, int]) -> None:
+        if self._spare is None and self.healthy:
+            self._spare = asyncio.create_task(self._open_page(viewport))
+
+    async def _drop_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        # Let it finish rather than cancel it: a context cancelled half-made could leave a tab behind.
+        await asyncio.wait({spare})
+        if spare.cancelled() or spare.exception() is not None:
+            return
+        context, _ = spare.result()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(context.close(), 5)
 
     async def _capture(self, url: str, *, viewport: tuple[int, int], timeout_s: float) -> PageCapture:
         await self.start()
@@ -250,20 +363,14 @@ class SharedBrowser:
         # Keep part of the budget for the screenshot and text of a page that never finished loading.
         reserve = min(5.0, timeout_s * 0.25)
         nav_timeout = max(1.0, timeout_s - reserve)
-        size = {"width": viewport[0], "height": viewport[1]}
+        context, page = await self._fresh_page(viewport)
         try:
-            context = await self.browser.new_context(viewport=size)
-        except PlaywrightError:  # the browser died since the health check: relaunch once
-            await self.close()
-            await self.start()
-            context = await self.browser.new_context(viewport=size)
-        try:
-            page = await context.new_page()
             capture = await _capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), 5)
         capture.seconds = round(time.monotonic() - started, 3)
+        self._prepare_spare(viewport)
         return capture
 
 
@@ -286,6 +393,12 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
         on_done(request)
         if request.resource_type in ("script", "stylesheet") and _same_origin(request.url, origin):
             note_failed(request.url, request.failure or "failed")
+            note_module(request.url, ok=False)
+
+    def note_module(url: str, *, ok: bool) -> None:
+        paths = result.module_paths if ok else result.failed_module_paths
+        if module_path(url) not in paths and len(paths) < _MAX_MODULES:
+            paths.append(module_path(url))
 
     def note_failed(url: str, why: str) -> None:
         # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
@@ -296,8 +409,10 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
         request = response.request
         if request.is_navigation_request() and request.frame == page.main_frame:
             result.status = response.status
-        elif response.status >= 400 and request.resource_type in ("script", "stylesheet") and _same_origin(response.url, origin):
-            note_failed(response.url, f"HTTP {response.status}")
+        elif request.resource_type in ("script", "stylesheet") and _same_origin(response.url, origin):
+            note_module(response.url, ok=response.status < 400)
+            if response.status >= 400:
+                note_failed(response.url, f"HTTP {response.status}")
 
     def on_page_error(error: PlaywrightError) -> None:
         text = f"{error.name}: {error.message}" if error.name else error.message

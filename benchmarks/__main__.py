@@ -1,0 +1,80 @@
+"""Run the benchmark suite: ``.venv/bin/python -m benchmarks [NAME ...]``.
+
+Each benchmark runs in its own process (so memory sampling and Chromium start from a clean slate),
+prints its own figures, and hands its headline figures back for the summary against the targets.
+About 10-13 minutes on a 2-core machine; needs npm's registry (or a warm npm cache) and Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.common import machine
+
+# Fast ones first, so a broken environment shows early.
+SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share")
+
+
+def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
+    checks: list[tuple[str, str, Callable[[dict[str, float]], tuple[str, bool]]]] = [
+        ("step_overhead", "1. source-only step vs upstream-style step (executor, median)",
+         lambda f: (f"{f['source_executor_s']:.2f} s vs {f['baseline_source_s']:.2f} s = {f['source_ratio']:.3f} "
+                    f"(target <= 0.2)", f["source_ratio"] <= 0.2)),
+        ("step_overhead", "1. dependency step vs upstream-style step",
+         lambda f: (f"{f['dependency_executor_s']:.2f} s vs {f['baseline_dependency_s']:.2f} s = "
+                    f"{f['dependency_ratio']:.3f} (no target)", True)),
+        ("concurrency", "2. 4 runs / 1 run wall time",
+         lambda f: (f"{f['wall_ratio']:.2f} (target <= 2)", f["wall_ratio"] <= 2)),
+        ("concurrency", "2. memory added per extra run",
+         lambda f: (f"{f['added_per_run_mib'] * 2**20 / 1e6:.0f} MB (target <= 300 MB)",
+                    f["added_per_run_mib"] * 2**20 / 1e6 <= 300)),
+        ("model_share", "3. framework share with a 5 s model",
+         lambda f: (f"{f['share']:.1%} (target <= 10%)", f["share"] <= 0.10)),
+        ("export_throughput", "4. Step-GRPO export of 10,000 steps",
+         lambda f: (f"{f['step-grpo_s']:.2f} s (target <= 5 s)", f["step-grpo_s"] <= 5)),
+    ]
+    lines = []
+    for name, label, check in checks:
+        if name in figures:
+            text, met = check(figures[name])
+            lines.append(f"  {'met   ' if met else 'MISSED'}  {label}: {text}")
+    return lines
+
+
+def main(names: list[str]) -> int:
+    unknown = [n for n in names if n not in SUITE]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; choose from {', '.join(SUITE)}", file=sys.stderr)
+        return 2
+    print(f"machine: {machine()}", flush=True)
+    figures: dict[str, dict[str, float]] = {}
+    durations: dict[str, float] = {}
+    failed: list[str] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="webgen-bench-figures-") as scratch:
+        for name in names or SUITE:
+            out = Path(scratch) / f"{name}.json"
+            mark = time.monotonic()
+            argv = [sys.executable, "-m", f"benchmarks.{name}"] + (["--figures", str(out)] if name != "storage" else [])
+            if subprocess.run(argv).returncode != 0:
+                failed.append(name)
+            durations[name] = time.monotonic() - mark
+            if out.is_file():
+                figures[name] = json.loads(out.read_text())
+    print("\n== summary ==")
+    print("\n".join(_target_lines(figures)))
+    print("  " + ", ".join(f"{n} {s:.0f} s" for n, s in durations.items())
+          + f"; whole suite {time.monotonic() - started:.0f} s")
+    if failed:
+        print(f"  FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,127 @@
+"""Share of wall time that is the framework's own, when every model call takes 5 s.
+
+A copy of the demo scenario with ``delay_s: 5`` on every rule (coder, judge, GUI-agent steps,
+test instruction, verdicts). The scripted server times each request from inside (arrival to
+answer); the model's share of a run is the union of those intervals (calls that overlap, such as
+the test instruction written beside the first coder call, count once). Framework overhead = run
+wall time - model time.
+The dependency cache is filled before the timed runs (npm once, untimed); each run then starts its
+own Chromium, dev server and GUI agents, as a CLI run would.
+
+    .venv/bin/python -m benchmarks.model_share
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.graph.resources import Resources, use_resources
+from webgen_agent.tools.scripted import server as scripted_server
+from webgen_agent.tools.scripted.server import ScriptedServer
+from webgen_agent.tools.scripted.views import Scenario
+from webgen_agent.tools.site import SiteRunner
+from webgen_agent.tools.bolt import parse_reply
+
+MODEL_DELAY_S = 5.0
+
+
+class ModelClock:
+    """Records when the scripted server was handling a chat request (benchmark instrumentation).
+
+    From the request's arrival to its answer: the rule's ``delay_s`` plus the server's own work
+    (reading the request, which for a GUI-agent step carries a screenshot, and building the reply).
+    """
+
+    def __init__(self) -> None:
+        self.intervals: list[tuple[float, float]] = []
+
+    def install(self) -> None:
+        original = scripted_server.ScriptedModel.chat_completions
+        clock = self
+
+        async def timed(model, request):  # type: ignore[no-untyped-def]
+            started = time.monotonic()
+            try:
+                return await original(model, request)
+            finally:
+                clock.intervals.append((started, time.monotonic()))
+
+        scripted_server.ScriptedModel.chat_completions = timed  # type: ignore[method-assign]
+
+    def busy_seconds(self, start: float, end: float) -> tuple[float, int]:
+        """Seconds in [start, end] with at least one model call waiting, and how many calls."""
+        spans = sorted((max(a, start), min(b, end)) for a, b in self.intervals if b > start and a < end)
+        total, reach = 0.0, start
+        for a, b in spans:
+            if b > reach:
+                total += b - max(a, reach)
+                reach = b
+        return total, len(spans)
+
+
+def slow_demo() -> Scenario:
+    demo = Scenario.load(scenario_path("demo"))
+    return demo.model_copy(update={"rules": [r.model_copy(update={"delay_s": MODEL_DELAY_S}) for r in demo.rules]})
+
+
+async def warm_cache(base: Path, cache: Path) -> None:
+    """Install the demo app's dependencies into ``cache`` (untimed)."""
+    first_reply = next(r.content for r in Scenario.load(scenario_path("demo")).rules if r.turn == 0 and r.content)
+    workspace = base / "warm"
+    for action in parse_reply(first_reply).files:
+        (workspace / action.path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / action.path).write_text(action.content)
+    result = await SiteRunner(workspace, log_dir=base / "warm-logs", deps_cache_dir=cache).ensure_dependencies()
+    if result.error:
+        raise SystemExit(f"npm install of the demo app failed:\n{result.error}")
+
+
+async def main() -> dict[str, float]:
+    print_header(f"3. Framework share of wall time with a {MODEL_DELAY_S:g} s model (demo scenario, every call delayed)")
+    clock = ModelClock()
+    clock.install()
+    walls: list[float] = []
+    models: list[float] = []
+    calls: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="webgen-bench-model-") as scratch:
+        base = Path(scratch)
+        cache = base / "deps-cache"
+        await warm_cache(base, cache)
+        with ScriptedServer(slow_demo()) as server:
+            for rep in range(REPEATS):
+                db = base / f"run{rep}" / "webgen.db"
+                context = scripted_context(server.base_url, max_steps=8)
+                async with use_resources(Resources(db, deps_cache_dir=cache)):
+                    with Stopwatch() as watch:
+                        result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id=f"slow-{rep}",
+                                                       out_dir=base / f"run{rep}" / "out", db_path=db)
+                if result.status != "finished":
+                    raise SystemExit(f"the demo run ended {result.status}")
+                busy, count = clock.busy_seconds(watch.started, watch.started + watch.seconds)
+                walls.append(watch.seconds)
+                models.append(busy)
+                calls.append(count)
+                print(f"  run {rep + 1}/{REPEATS}: {watch.seconds:.1f} s wall, {count} model calls, model busy {busy:.1f} s, "
+                      f"framework {watch.seconds - busy:.1f} s ({(watch.seconds - busy) / watch.seconds:.1%})", flush=True)
+    shares = [(w - m) / w for w, m in zip(walls, models)]
+    figures = {
+        "wall_s": median(walls),
+        "model_s": median(models),
+        "overhead_s": median(w - m for w, m in zip(walls, models)),
+        "share": median(shares),
+        "calls": median(calls),
+    }
+    print(f"  framework overhead {figures['overhead_s']:.1f} s of {figures['wall_s']:.1f} s wall "
+          f"({figures['calls']:.0f} calls x {MODEL_DELAY_S:g} s, {figures['model_s']:.1f} s with a call in flight): "
+          f"share {figures['share']:.1%} (target <= 10%) [median of {REPEATS}]")
+    return figures
+
+
+if __name__ == "__main__":
+    run_main(main)
