@@ -12,9 +12,9 @@ import platform
 import shutil
 import statistics
 import subprocess
+import sys
 import threading
 import time
-import sys
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from types import TracebackType

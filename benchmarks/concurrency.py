@@ -15,12 +15,20 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import REPEATS, Stopwatch, TreeMemory, median, print_header, run_main
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
 from webgen_agent.graph.resources import Resources, use_resources
 from webgen_agent.tools.scripted.server import ScriptedServer
 from webgen_agent.tools.scripted.views import Scenario
+
+from benchmarks.common import (
+    REPEATS,
+    Stopwatch,
+    TreeMemory,
+    median,
+    print_header,
+    run_main,
+)
 
 CONCURRENT = 4
 

@@ -13,7 +13,6 @@ prompt from the blob store, compute rewards and advantages, write the file.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -21,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
-
-from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
 from webgen_agent.checkpoints.export import export_trajectories
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.nodes.prompts import CODER_SYSTEM
+
+from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
 
 GROUPS = 400
 SAMPLES = 5

@@ -13,20 +13,20 @@ own Chromium, dev server and GUI agents, as a CLI run would.
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
 from webgen_agent.graph.resources import Resources, use_resources
+from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.scripted import server as scripted_server
 from webgen_agent.tools.scripted.server import ScriptedServer
 from webgen_agent.tools.scripted.views import Scenario
 from webgen_agent.tools.site import SiteRunner
-from webgen_agent.tools.bolt import parse_reply
+
+from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
 
 MODEL_DELAY_S = 5.0
 

@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 
 from playwright.async_api import async_playwright
-
-from benchmarks.common import REPEATS, Stopwatch, app_files, artifact, hardlink_copy, median, print_header, run_main
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.api import run_requirement
@@ -38,6 +36,17 @@ from webgen_agent.graph.resources import Resources, use_resources
 from webgen_agent.tools.scripted.server import ScriptedServer
 from webgen_agent.tools.scripted.views import Scenario
 from webgen_agent.tools.site import NPM_INSTALL, SiteRunner, free_port
+
+from benchmarks.common import (
+    REPEATS,
+    Stopwatch,
+    app_files,
+    artifact,
+    hardlink_copy,
+    median,
+    print_header,
+    run_main,
+)
 
 SOURCE_STEPS = (1, 2, 3, 4, 6)  # coder turns that change src/App.jsx only
 DEPENDENCY_STEP = 5  # adds clsx to package.json

@@ -44,6 +44,19 @@ def test_start_command_passes_the_port() -> None:
     assert start_command({"scripts": {"build": "vite build"}}, 1) is None
 
 
+def test_a_plain_vite_script_runs_vite_itself(tmp_path: Path) -> None:
+    (tmp_path / "node_modules" / ".bin").mkdir(parents=True)
+    (tmp_path / "node_modules" / ".bin" / "vite").write_text("")
+    vite = str(tmp_path / "node_modules" / ".bin" / "vite")
+    argv, env = start_command({"scripts": {"dev": "vite --open"}}, 4321, tmp_path)
+    assert argv == [vite, "--open", "--port", "4321", "--host", "127.0.0.1", "--strictPort"]
+    assert env["PATH"].startswith(str(tmp_path / "node_modules" / ".bin"))
+    # What only npm does right stays with npm: shell syntax, a pre-script, vite not installed.
+    for package in ({"scripts": {"dev": "vite && echo done"}}, {"scripts": {"predev": "node gen.js", "dev": "vite"}}):
+        assert start_command(package, 4321, tmp_path)[0][:3] == ["npm", "run", "dev"]
+    assert start_command({"scripts": {"dev": "vite"}}, 4321, tmp_path / "elsewhere")[0][:3] == ["npm", "run", "dev"]
+
+
 def test_printed_urls_only_from_announcements() -> None:
     log = "  \x1b[32m➜\x1b[39m  Local:   http://localhost:5174/\nproxy error: could not proxy to http://localhost:8080/api\n"
     assert _printed_urls(log) == ["http://localhost:5174/", "http://127.0.0.1:5174/"]

@@ -137,13 +137,14 @@ def module_path(url: str) -> str:
 
 
 class _Turns:
-    """Who may use the browser: captures side by side, or one exclusive holder (a GUI agent) alone.
+    """Who may use the browser: up to ``max_shared`` captures side by side, or one exclusive holder alone.
 
-    An exclusive holder waiting goes before captures that arrive after it, so a steady stream of
-    captures from concurrent runs cannot starve a GUI test.
+    An exclusive holder (a GUI agent) waiting goes before captures that arrive after it, so a
+    steady stream of captures from concurrent runs cannot starve a GUI test.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_shared: int) -> None:
+        self.max_shared = max_shared
         self._cond = asyncio.Condition()
         self._shared = 0
         self._exclusive = False
@@ -152,7 +153,9 @@ class _Turns:
     @contextlib.asynccontextmanager
     async def shared(self) -> AsyncIterator[None]:
         async with self._cond:
-            await self._cond.wait_for(lambda: not self._exclusive and not self._waiting)
+            await self._cond.wait_for(
+                lambda: not self._exclusive and not self._waiting and self._shared < self.max_shared
+            )
             self._shared += 1
         try:
             yield
@@ -186,8 +189,17 @@ class SharedBrowser:
     does not wait for it; it is closed before a GUI agent attaches, which would otherwise see it.
     """
 
-    def __init__(self, chromium_path: str, *, registry: ProcessRegistry | None = None, launch_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        chromium_path: str,
+        *,
+        registry: ProcessRegistry | None = None,
+        launch_timeout_s: float = 30.0,
+        max_captures: int = 2,
+    ) -> None:
         self.chromium_path = chromium_path
+        # Each capture in flight holds a renderer (~100 MB); more at once than cores only queue for CPU.
+        self.max_captures = max_captures
         self.registry = registry
         self.launch_timeout_s = launch_timeout_s
         self._process: ManagedProcess | None = None
@@ -292,7 +304,7 @@ class SharedBrowser:
 
     def _the_turns(self) -> _Turns:
         if self._turns is None:
-            self._turns = _Turns()
+            self._turns = _Turns(self.max_captures)
         return self._turns
 
     @contextlib.asynccontextmanager
