@@ -101,20 +101,19 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
     else:
         browser = await resources.browser(context)
-        # Concurrent runs share this Chromium; the agent must have it alone (see SharedBrowser.exclusive).
-        async with browser.exclusive():
-            run = await run_gui_agent(
-                url=served.url,
-                task=prompts.gui_task(served.url, instruction),
-                model=context.vlm.model,
-                base_url=context.vlm.base_url,
-                api_key=api_key_for(context.vlm, "vlm"),
-                max_actions=context.gui_max_actions,
-                timeout_s=context.gui_timeout_s,
-                chromium_path=find_chromium(context.chromium),
-                cdp_url=(await browser.start()).cdp_url,
-                viewport=(context.viewport_width, context.viewport_height),
-            )
+        run = await run_gui_agent(
+            url=served.url,
+            task=prompts.gui_task(served.url, instruction),
+            model=context.vlm.model,
+            base_url=context.vlm.base_url,
+            api_key=api_key_for(context.vlm, "vlm"),
+            max_actions=context.gui_max_actions,
+            timeout_s=context.gui_timeout_s,
+            chromium_path=find_chromium(context.chromium),
+            # Concurrent runs share this Chromium; each agent sees only a browser context of its own.
+            cdp_url=(await browser.start()).cdp_url,
+            viewport=(context.viewport_width, context.viewport_height),
+        )
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)
     usage = usage + answer.usage

@@ -125,11 +125,10 @@ def gui_task(url: str, instruction: str) -> str:
 def gui_verdict_user(
     requirement: str, instruction: str, actions: Iterable[str], final_answer: str | None, stopped_reason: str
 ) -> str:
-    lines = "\n".join(f"{n}. {a}" for n, a in enumerate(actions, 1)) or "(none)"
     return GUI_VERDICT_USER.format(
         requirement=requirement.strip(),
         instruction=instruction.strip(),
-        actions=lines,
+        actions=numbered_list(actions),
         final_answer=final_answer or "(none)",
         stopped_reason=stopped_reason,
     )
@@ -137,6 +136,11 @@ def gui_verdict_user(
 
 def critic_llm_user(requirement: str, results: str) -> str:
     return CRITIC_LLM_USER.format(requirement=requirement.strip(), results=results.strip())
+
+
+def numbered_list(items: Iterable[str]) -> str:
+    """A GUI agent's actions as "1. ..." lines, for the models that judge a run."""
+    return "\n".join(f"{n}. {item}" for n, item in enumerate(items, 1)) or "(none)"
 
 
 def bullet_list(items: Iterable[str]) -> str:

@@ -328,7 +328,7 @@ def test_rerun_redoes_nothing_and_an_interrupted_run_continues(bench_run) -> Non
     rerun = invoke(bench_args(server.base_url, data, out))
     assert server.requests[seen:] == [], "no model was asked anything"
     assert (out / "results.jsonl").read_text() == results_before
-    assert (out / "sites" / TRIVIA / "index.html").is_file() and "41.7%" in rerun.output
+    assert (out / "sites" / TRIVIA / "index.html").is_file() and "41.7%" in rerun.output, rerun.output
 
     # An evaluation stopped before its last result (here: the line is gone): only that case is redone.
     lines = results_before.splitlines()

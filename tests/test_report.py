@@ -73,28 +73,27 @@ def _section(page: str, index: int) -> str:
 
 
 async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> None:
-    async with shared_browser.exclusive():
-        context = await shared_browser.browser.new_context(viewport={"width": 1280, "height": 900})
-        try:
-            page = await context.new_page()
-            await page.goto(report_file.resolve().as_uri(), wait_until="load")
-            images = await page.eval_on_selector_all(
-                "img", "imgs => imgs.map(i => ({ok: i.complete && i.naturalWidth > 0, cls: i.className}))"
-            )
-            timeline = await page.evaluate(
-                """() => {
-                    const svg = document.querySelector('#score-timeline');
-                    const box = svg.getBoundingClientRect();
-                    const count = sel => svg.querySelectorAll(sel).length;
-                    return {width: box.width, height: box.height, shots: count('circle.point.screenshot'),
-                            gui: count('rect.point.gui'), chosen: count('rect.band.chosen'),
-                            errored: count('rect.band.errored'), lines: count('polyline')};
-                }"""
-            )
-            shot = report_file.with_suffix(".png")
-            await page.screenshot(path=str(shot), full_page=True)
-        finally:
-            await context.close()
+    context = await shared_browser.browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = await context.new_page()
+        await page.goto(report_file.resolve().as_uri(), wait_until="load")
+        images = await page.eval_on_selector_all(
+            "img", "imgs => imgs.map(i => ({ok: i.complete && i.naturalWidth > 0, cls: i.className}))"
+        )
+        timeline = await page.evaluate(
+            """() => {
+                const svg = document.querySelector('#score-timeline');
+                const box = svg.getBoundingClientRect();
+                const count = sel => svg.querySelectorAll(sel).length;
+                return {width: box.width, height: box.height, shots: count('circle.point.screenshot'),
+                        gui: count('rect.point.gui'), chosen: count('rect.band.chosen'),
+                        errored: count('rect.band.errored'), lines: count('polyline')};
+            }"""
+        )
+        shot = report_file.with_suffix(".png")
+        await page.screenshot(path=str(shot), full_page=True)
+    finally:
+        await context.close()
     assert len(images) == 6 and all(image["ok"] for image in images), images
     assert timeline["width"] > 200 and timeline["height"] > 100
     assert (timeline["shots"], timeline["gui"], timeline["chosen"], timeline["errored"], timeline["lines"]) == (

@@ -2,7 +2,8 @@
 
 Chromium is launched by us as a ``ManagedProcess`` (own process group, recorded in the registry so a
 hard-killed agent's browser can be reaped) and Playwright attaches over CDP. The same ``cdp_url``
-lets another library (browser-use) drive the very same browser instead of starting its own.
+lets another library (browser-use) drive the very same browser instead of starting its own, each
+client confined to a browser context of its own (``agent_endpoint``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from playwright.async_api import async_playwright
 from pydantic import BaseModel, ConfigDict, Field
 
+from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
 
 CHROMIUM_FLAGS = (
@@ -37,6 +39,11 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-dev-shm-usage",
+    # Pages of concurrent runs sit in windows of their own, all but one in the background: without
+    # these, Chromium throttles their timers and frames and a screenshot waits for a frame.
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
 )
 # Network counts as settled after this long without a request in flight. Requests a page makes
 # after load (effects fetching data, lazy chunks) start within a frame or two of the first render.
@@ -136,57 +143,13 @@ def module_path(url: str) -> str:
     return parts.path + (f"?{query}" if query else "")
 
 
-class _Turns:
-    """Who may use the browser: up to ``max_shared`` captures side by side, or one exclusive holder alone.
-
-    An exclusive holder (a GUI agent) waiting goes before captures that arrive after it, so a
-    steady stream of captures from concurrent runs cannot starve a GUI test.
-    """
-
-    def __init__(self, max_shared: int) -> None:
-        self.max_shared = max_shared
-        self._cond = asyncio.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting = 0
-
-    @contextlib.asynccontextmanager
-    async def shared(self) -> AsyncIterator[None]:
-        async with self._cond:
-            await self._cond.wait_for(
-                lambda: not self._exclusive and not self._waiting and self._shared < self.max_shared
-            )
-            self._shared += 1
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._shared -= 1
-                self._cond.notify_all()
-
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        async with self._cond:
-            self._waiting += 1
-            try:
-                await self._cond.wait_for(lambda: not self._exclusive and not self._shared)
-            finally:
-                self._waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            async with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
 class SharedBrowser:
     """One headless Chromium per process that captures and GUI agents share; restarts if it died.
 
     Every capture gets a fresh browser context. The next one is opened in the background when a
     capture ends (a context's first page costs a renderer start, 0.2-0.6 s), so a step's capture
-    does not wait for it; it is closed before a GUI agent attaches, which would otherwise see it.
+    does not wait for it. GUI agents attach through ``agent_endpoint``, each confined to a context
+    of its own, and run beside captures and each other.
     """
 
     def __init__(
@@ -208,7 +171,7 @@ class SharedBrowser:
         self._browser: Browser | None = None
         self._cdp_url: str | None = None
         self._lock: asyncio.Lock | None = None
-        self._turns: _Turns | None = None
+        self._capture_slots: asyncio.Semaphore | None = None
         self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
 
     @property
@@ -302,29 +265,25 @@ class SharedBrowser:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
 
-    def _the_turns(self) -> _Turns:
-        if self._turns is None:
-            self._turns = _Turns(self.max_captures)
-        return self._turns
-
     @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[SharedBrowser]:
-        """Use the browser alone (captures and other holders wait), with no tab but Chromium's first.
+    async def agent_endpoint(self) -> AsyncIterator[ScopedEndpoint]:
+        """A DevTools endpoint for a client that drives the browser itself (a browser-use agent).
 
-        A browser-use agent attached over CDP sees every tab of the browser, focuses whichever it
-        finds first and re-focuses another when that one closes, so beside a capture or a second
-        agent (concurrent runs) it would test another run's page. Hold this around such a client.
+        Through it the browser shows one fresh context and nothing else: not the captures, not
+        other agents, and no way to close the shared browser.
         """
-        async with self._the_turns().exclusive():
-            await self._drop_spare()
-            yield self
+        await self.start()
+        async with scoped_cdp_endpoint(self.cdp_url) as endpoint:
+            yield endpoint
 
     async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.
 
         Captures of concurrent runs share the browser (each in its own context).
         """
-        async with self._the_turns().shared():
+        if self._capture_slots is None:
+            self._capture_slots = asyncio.Semaphore(self.max_captures)
+        async with self._capture_slots:
             return await self._capture(url, viewport=viewport, timeout_s=timeout_s)
 
     async def _open_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:

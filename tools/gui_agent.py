@@ -15,6 +15,8 @@ import asyncio
 import atexit
 import base64
 import contextlib
+import contextvars
+import dataclasses
 import functools
 import logging
 import os
@@ -28,6 +30,8 @@ from urllib.parse import urlparse
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 
 if TYPE_CHECKING:
     from browser_use import Agent
@@ -43,16 +47,6 @@ BROWSER_USE_ENV = {
     "BROWSER_USE_VERSION_CHECK": "false",
     "BROWSER_USE_SETUP_LOGGING": "false",
 }
-# This machine's closed network refuses Chromium's background connections; these flags stop it
-# from trying (updates, sync, field trials) so runs neither stall nor leak traffic.
-CHROMIUM_FLAGS = [
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-gpu",
-    "--disable-quic",
-]
 # Actions a site tester has no use for: web search and extraction/file actions call out to the
 # internet or to extra LLM calls; PDFs and uploads touch the disk.
 EXCLUDED_ACTIONS = [
@@ -117,6 +111,44 @@ def configure_browser_use_env() -> None:
 
 
 configure_browser_use_env()
+
+# The event lock of the browser-use run in the current task (see _own_event_lock).
+_RUN_EVENT_LOCK: contextvars.ContextVar[Any] = contextvars.ContextVar("webgen_browser_use_event_lock", default=None)
+
+
+@functools.cache
+def _scope_event_lock_per_run() -> None:
+    """Give each browser-use run its own event lock instead of bubus's one lock per process.
+
+    browser-use drives the browser through bubus event buses, and bubus processes the events of
+    *every* bus in the process under one global lock. Its purpose (handlers of one agent and its
+    browser session run in order) holds within a run; across concurrent runs it only serialises
+    unrelated agents, so four GUI tests at once took as long as four in a row. bubus has no setting
+    for this, so its lock getter is replaced by one that returns the lock of the current run
+    (a context variable set by ``_own_event_lock``), or the global one outside a run. browser-use
+    pins bubus, so the patched name is known; if it is ever missing, runs only lose the overlap.
+    """
+    try:
+        from bubus import service
+    except ImportError:
+        return
+    global_lock = getattr(service, "_get_global_lock", None)
+    if global_lock is None or not hasattr(service, "ReentrantLock"):
+        logger.warning("bubus has no _get_global_lock; concurrent GUI agents will take turns")
+        return
+
+    def lock_of_this_run() -> Any:
+        return _RUN_EVENT_LOCK.get() or global_lock()
+
+    service._get_global_lock = lock_of_this_run
+
+
+def _own_event_lock() -> None:
+    """Give the current task (and the tasks it starts) an event lock of its own."""
+    from bubus.service import ReentrantLock
+
+    _scope_event_lock_per_run()
+    _RUN_EVENT_LOCK.set(ReentrantLock())
 
 
 @dataclass
@@ -294,30 +326,6 @@ def _last_history_png(agent: Agent) -> bytes | None:
     return None
 
 
-def _kill_leftover_chromium(user_data_dir: Path) -> None:
-    """Kill Chromium processes of this run (found by its unique profile dir) that outlived close()."""
-    import psutil
-
-    marker = f"--user-data-dir={user_data_dir.resolve()}"
-    for process in psutil.Process().children(recursive=True):
-        try:
-            if marker in process.cmdline():
-                process.kill()
-        except psutil.Error:
-            continue
-
-
-def _remove_singleton_dir(user_data_dir: Path) -> None:
-    """Remove the /tmp/org.chromium.Chromium.* socket folder a killed Chromium leaves behind."""
-    link = user_data_dir / "SingletonSocket"
-    try:
-        target = Path(os.readlink(link))
-    except OSError:
-        return
-    if target.parent.name.startswith("org.chromium.Chromium."):
-        shutil.rmtree(target.parent, ignore_errors=True)
-
-
 @dataclass
 class _RunFiles:
     """Temporary folders of one run, removed at the end."""
@@ -348,7 +356,6 @@ class _RunSpec:
     chromium_path: str
     cdp_url: str | None
     viewport: tuple[int, int]
-    headless: bool
     temperature: float | None
 
     @property
@@ -372,7 +379,6 @@ async def run_gui_agent(
     chromium_path: str,
     cdp_url: str | None = None,
     viewport: tuple[int, int] = (1280, 800),
-    headless: bool = True,
     temperature: float | None = None,
     max_actions_per_step: int = MAX_ACTIONS_PER_STEP,
 ) -> GuiRun:
@@ -380,7 +386,9 @@ async def run_gui_agent(
 
     The agent uses browser-use's own OpenAI client against ``base_url``; at most ``max_actions``
     browser actions are taken (the final ``done`` counts), and the whole run ends by ``timeout_s``.
-    With ``cdp_url`` the agent attaches to that running Chromium and leaves it running.
+    With ``cdp_url`` the agent attaches to that running Chromium (and leaves it running); without,
+    a Chromium is started for this run alone. Either way the agent sees only a fresh browser context
+    of its own (``tools/cdp_scope.py``), so runs can share one Chromium side by side.
     """
     if max_actions < 1 or max_actions_per_step < 1:
         raise ValueError("max_actions and max_actions_per_step must be at least 1")
@@ -398,7 +406,6 @@ async def run_gui_agent(
         chromium_path=chromium_path,
         cdp_url=cdp_url,
         viewport=viewport,
-        headless=headless,
         temperature=temperature,
     )
     started = time.monotonic()
@@ -410,8 +417,20 @@ async def run_gui_agent(
         return GuiRun(errors=[problem], stopped_reason="error", seconds=round(time.monotonic() - started, 3))
 
     configure_browser_use_env()
-    with tempfile.TemporaryDirectory(prefix="webgen-gui-agent-") as tmp:
-        return await _run(spec, _RunFiles(Path(tmp)), started)
+    async with contextlib.AsyncExitStack() as stack:
+        if cdp_url is None:
+            try:
+                cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).cdp_url
+            except (RuntimeError, OSError) as exc:
+                return GuiRun(errors=[f"Chromium did not start: {_short(str(exc))}"], stopped_reason="error",
+                              seconds=round(time.monotonic() - started, 3))
+        # The agent sees one fresh browser context, never the tabs of captures or other agents.
+        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
+        run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
+        # A task of its own, so that the event lock set in it stays with this run's tasks.
+        return await asyncio.create_task(_run(dataclasses.replace(spec, cdp_url=endpoint.url), run_files, started,
+                                              endpoint))
+    raise AssertionError("unreachable")
 
 
 def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
@@ -430,7 +449,6 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
     width, height = spec.viewport
     size = {"width": width, "height": height}
     common: dict[str, Any] = {
-        "headless": spec.headless,
         "enable_default_extensions": False,  # else it downloads extensions
         "captcha_solver": False,
         "allowed_domains": [_origin_pattern(spec.url)],  # the agent may not wander off the site
@@ -441,16 +459,8 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
         # Always our own folder: left unset, browser-use makes one in /tmp that nobody removes.
         "user_data_dir": run_files.profile,
     }
-    if spec.cdp_url is not None:
-        # Attach only: closing a CDP-attached session disconnects, it does not kill that browser.
-        profile = BrowserProfile(cdp_url=spec.cdp_url, is_local=False, **common)
-    else:
-        profile = BrowserProfile(
-            executable_path=spec.chromium_path,
-            chromium_sandbox=hasattr(os, "geteuid") and os.geteuid() != 0,  # root needs --no-sandbox
-            args=CHROMIUM_FLAGS,
-            **common,
-        )
+    # Attach only: closing a CDP-attached session disconnects, it does not end the browser.
+    profile = BrowserProfile(cdp_url=spec.cdp_url, is_local=False, **common)
 
     task = (
         spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
@@ -477,8 +487,9 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
     )
 
 
-async def _run(spec: _RunSpec, run_files: _RunFiles, started: float) -> GuiRun:
+async def _run(spec: _RunSpec, run_files: _RunFiles, started: float, endpoint: ScopedEndpoint) -> GuiRun:
     try:
+        _own_event_lock()
         agent = _build_agent(spec, run_files)
     except Exception as exc:  # bad URL, profile or client settings: report, do not crash the caller
         return GuiRun(errors=[f"GUI agent setup failed: {type(exc).__name__}: {exc}"], stopped_reason="error")
@@ -501,10 +512,10 @@ async def _run(spec: _RunSpec, run_files: _RunFiles, started: float) -> GuiRun:
             agent.stop()
             budget.final_png = await _capture(agent, timeout_s=2)
             run_task.cancel()  # the step may be waiting on the model or a hung page: do not wait for it
-            if not await _finished(run_task, 4) and spec.cdp_url is None:
+            if not await _finished(run_task, 4):
                 # browser-use's own shutdown queues behind the stuck browser event (a page that
-                # never loads); ending our Chromium makes those events fail at once.
-                _kill_leftover_chromium(run_files.profile)
+                # never loads); cutting its connection makes those events fail at once.
+                await endpoint.disconnect()
                 await _finished(run_task, 10)
         if run_task.done() and not run_task.cancelled() and run_task.exception() is not None:
             exc = run_task.exception()
@@ -512,7 +523,7 @@ async def _run(spec: _RunSpec, run_files: _RunFiles, started: float) -> GuiRun:
     finally:
         if not run_task.done():
             logger.warning("browser-use agent did not stop after cancellation; its task is abandoned")
-        await _close(agent, run_files, local=spec.cdp_url is None)
+        await _close(agent)
 
     if budget.endpoint_down:
         errors.append(
@@ -545,15 +556,12 @@ async def _finished(task: asyncio.Task[Any], timeout_s: float) -> bool:
     return bool(done)
 
 
-async def _close(agent: Agent, run_files: _RunFiles, *, local: bool) -> None:
+async def _close(agent: Agent) -> None:
     """Close the browser session (browser-use's run closes it too; this covers cancelled runs)."""
     try:
         await asyncio.wait_for(agent.browser_session.kill(), timeout=5)
     except Exception as exc:
         logger.debug("browser session close: %s", exc)
-    if local:
-        _kill_leftover_chromium(run_files.profile)
-        _remove_singleton_dir(run_files.profile)
 
 
 @functools.cache

@@ -4,9 +4,9 @@ Per record: the site folder is copied to a scratch workspace (the original is ne
 ``node_modules`` is not copied, dependencies come from the shared cache or npm), installed with
 the ``--force`` / ``--legacy-peer-deps`` retries and started. A site that never serves is Start
 Failed for all its test cases and scores 0 for appearance. Otherwise each test case gets one GUI
-agent session in a fresh Chromium of its own (like upstream's fresh browser per task: no
-localStorage or cookies carried from one case to the next) and the landing page is screenshot in
-the shared Chromium and graded by the VLM.
+agent session in a fresh browser context of the evaluation's one Chromium (like upstream's fresh
+browser per task: no localStorage or cookies carried from one case to the next, and the agent sees
+no other case's tabs) and the landing page is screenshot in the same Chromium and graded by the VLM.
 
 Verdicts: in ``agent`` mode (the default, as upstream) the agent's final answer decides when it
 starts with YES, PARTIAL or NO; when it does not (the agent ran out of actions or time, or answered
@@ -296,6 +296,8 @@ class Evaluator:
             max_actions=self.settings.max_actions,
             timeout_s=self.settings.case_timeout_s,
             chromium_path=self._chromium,
+            # One Chromium for the whole evaluation; each agent sees only a browser context of its own.
+            cdp_url=(await self._shared_browser()).cdp_url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
             temperature=agent.temperature,
         )

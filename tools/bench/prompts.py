@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from webgen_agent.nodes.prompts import numbered_list
+
 # Purpose: the task given to the GUI agent for one UI test case.
 CASE_TASK = """You are testing a website at {url} as an ordinary user would. Stay on this site.
 
@@ -67,11 +69,10 @@ def case_task(url: str, task: str, expected_result: str, max_actions: int) -> st
 def case_verdict_user(
     task: str, expected_result: str, actions: Iterable[str], final_answer: str | None, stopped_reason: str
 ) -> str:
-    lines = "\n".join(f"{n}. {a}" for n, a in enumerate(actions, 1)) or "(none)"
     return CASE_VERDICT_USER.format(
         task=task.strip(),
         expected_result=expected_result.strip(),
-        actions=lines,
+        actions=numbered_list(actions),
         final_answer=final_answer or "(none)",
         stopped_reason=stopped_reason,
     )

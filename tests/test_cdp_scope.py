@@ -1,0 +1,166 @@
+"""A GUI agent's DevTools endpoint shows one browser context of the shared Chromium and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import http.server
+import itertools
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.gui_agent import run_gui_agent
+
+pytestmark = pytest.mark.e2e
+
+# The same todo app, but its list items read "Chore: ..." (the scripted rules tell the two apart).
+CHORE_PAGE = TODO_PAGE.replace("'Todo: '", "'Chore: '").replace("<title>Todo</title>", "<title>Chores</title>")
+CHORE_RULES = [
+    {
+        "turn": 0,
+        "agent": {
+            "actions": [
+                {"input": {"target": "What needs doing?", "text": "Walk dog"}},
+                {"click": {"target": "Add item"}},
+            ],
+            "memory": "Typed the chore and pressed Add item.",
+        },
+    },
+    {
+        "page_contains": ["Chore: Walk dog"],
+        "agent": {"actions": [{"done": {"text": "YES - Walk dog is listed", "success": True}}]},
+    },
+    {"agent": {"actions": [{"done": {"text": "NO - the chore is missing", "success": False}}]}},
+]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("scope-site")
+    (root / "todo.html").write_text(TODO_PAGE, encoding="utf-8")
+    (root / "chores.html").write_text(CHORE_PAGE, encoding="utf-8")
+    (root / "other.html").write_text("<title>Another run</title><h1>Another run's page</h1>", encoding="utf-8")
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class Client:
+    """A bare DevTools client: commands with answers, and every message it was sent, in order."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.received: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+
+    async def command(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        request_id = next(self._ids)
+        await self.connection.send(json.dumps({"id": request_id, "method": method, "params": params or {}}))
+        while True:
+            message = json.loads(await asyncio.wait_for(self.connection.recv(), 10))
+            self.received.append(message)
+            if message.get("id") == request_id:
+                return message
+
+    async def drain(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                self.received.append(json.loads(await asyncio.wait_for(self.connection.recv(), left)))
+            except TimeoutError:
+                return
+
+
+async def page_urls(browser: SharedBrowser) -> list[str]:
+    async with httpx.AsyncClient(trust_env=False) as client:
+        return [t["url"] for t in (await client.get(browser.cdp_url + "/json/list")).json() if t["type"] == "page"]
+
+
+@pytest.fixture
+async def other_runs_page(shared_browser: SharedBrowser, site: str) -> AsyncIterator[Any]:
+    """A page of another run (as a capture holds one), open for the whole test."""
+    context = await shared_browser.browser.new_context()
+    page = await context.new_page()
+    await page.goto(site + "/other.html")
+    yield page
+    await context.close()
+
+
+async def test_a_client_sees_and_creates_only_pages_of_its_own_context(
+    shared_browser: SharedBrowser, site: str, other_runs_page: Any
+) -> None:
+    async with shared_browser.agent_endpoint() as endpoint:
+        async with connect(endpoint.url, max_size=None) as connection:
+            client = Client(connection)
+            assert (await client.command("Target.getTargets"))["result"]["targetInfos"] == []
+
+            created = await client.command("Target.createTarget", {"url": site + "/todo.html"})
+            mine = created["result"]["targetId"]
+            await client.command("Target.setDiscoverTargets", {"discover": True})
+            await client.command("Target.setAutoAttach",
+                                 {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True})
+            await client.drain(1.0)
+            infos = (await client.command("Target.getTargets"))["result"]["targetInfos"]
+            assert [(t["targetId"], t["type"]) for t in infos] == [(mine, "page")]
+
+            # The browser knows both pages; nothing the client received names the other run's page.
+            assert {site + "/todo.html", site + "/other.html"} <= set(await page_urls(shared_browser))
+            seen = json.dumps(client.received)
+            assert "other.html" not in seen and other_runs_page.url.endswith("/other.html")
+            attached = [m["params"]["targetInfo"]["targetId"] for m in client.received
+                        if m.get("method") == "Target.attachedToTarget"]
+            assert attached == [mine]
+
+            refused = await client.command("Browser.close")
+            assert "not allowed" in refused["error"]["message"]
+        # Disconnected: the context went with its page; the shared browser and the other page did not.
+        await asyncio.sleep(0.5)
+        urls = await page_urls(shared_browser)
+        assert site + "/todo.html" not in urls and site + "/other.html" in urls
+        assert shared_browser.healthy and await other_runs_page.title() == "Another run"
+
+
+async def test_two_gui_agents_test_their_own_sites_side_by_side_on_one_chromium(
+    shared_browser: SharedBrowser, site: str, other_runs_page: Any
+) -> None:
+    async def agent(page: str, rules: list[dict]) -> tuple[float, float, Any]:
+        async with scripted(rules) as server:
+            started = time.monotonic()
+            run = await run_gui_agent(
+                url=f"{site}/{page}", task=TASK, model="vlm", base_url=server.base_url, api_key="k",
+                chromium_path="/not/used/with/cdp", cdp_url=shared_browser.cdp_url, timeout_s=90,
+            )
+            return started, time.monotonic(), run
+
+    (todo_start, todo_end, todo), (chore_start, chore_end, chore) = await asyncio.gather(
+        agent("todo.html", TODO_RULES), agent("chores.html", CHORE_RULES)
+    )
+    # Each agent typed into and read its own page only: no item of the other app reached it.
+    assert todo.stopped_reason == "done" and todo.final_answer == "YES - Buy milk is listed", todo.errors
+    assert chore.stopped_reason == "done" and chore.final_answer == "YES - Walk dog is listed", chore.errors
+    assert [a.params.get("text") for a in todo.actions if a.name == "input"] == ["Buy milk"]
+    assert [a.params.get("text") for a in chore.actions if a.name == "input"] == ["Walk dog"]
+    # They ran at the same time, not in turns.
+    assert max(todo_start, chore_start) < min(todo_end, chore_end)
+    # Another run's page is untouched, and the agents' tabs are gone with their contexts.
+    assert await other_runs_page.title() == "Another run"
+    await asyncio.sleep(0.5)
+    assert not any(url.endswith(("/todo.html", "/chores.html")) for url in await page_urls(shared_browser))
+    assert shared_browser.healthy
