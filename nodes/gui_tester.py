@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib
 import sys
 
 from langgraph.runtime import Runtime
@@ -20,7 +19,7 @@ from webgen_agent.graph.state import AgentState, Step
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.views import GuiVerdict, TestInstruction
-from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import BROWSER_USE_MODULES, GuiAction, GuiRun, import_browser_use, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
@@ -33,22 +32,14 @@ async def write_test_instruction(context: AgentContext, requirement: str) -> tup
     return answer.value.instruction, answer.usage
 
 
-_AGENT_MODULES = ("browser_use", "browser_use.tools.service", "browser_use.llm.openai.chat")
-
-
-def _import_agent_modules() -> None:
-    for name in _AGENT_MODULES:
-        importlib.import_module(name)
-
-
 def warm_gui_agent() -> None:
     """Import browser-use in a worker thread now, not at the first GUI test (about 3 s, once per process).
 
     Safe to import early: ``tools.gui_agent`` (imported above) has already switched browser-use's
     telemetry, version check and log handlers off.
     """
-    if not all(name in sys.modules for name in _AGENT_MODULES):
-        asyncio.get_running_loop().run_in_executor(None, _import_agent_modules)
+    if not all(name in sys.modules for name in BROWSER_USE_MODULES):
+        asyncio.get_running_loop().run_in_executor(None, import_browser_use)
 
 
 async def early_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage] | None:
@@ -111,7 +102,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             timeout_s=context.gui_timeout_s,
             chromium_path=find_chromium(context.chromium),
             # Concurrent runs share this Chromium; each agent sees only a browser context of its own.
-            cdp_url=(await browser.start()).cdp_url,
+            cdp_url=(await browser.start()).ws_url,
             viewport=(context.viewport_width, context.viewport_height),
         )
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)

@@ -28,6 +28,13 @@ PAGES = {
     "/blank.html": "<title>Blank</title><body><div id=root></div><script>/* renders nothing */</script></body>",
     "/hang.html": "<title>Hang</title><p>Before the script</p><script src=/hang.js></script>",
     "/missing-script.html": "<title>Missing</title><h1>Text</h1><script src=/nope.js></script>",
+    # Like an app whose first render starts a fetch: data asked for just after load, answered slowly.
+    "/late-data.html": (
+        "<title>Late</title><ul id=list><li>Loading...</li></ul><script>"
+        "addEventListener('load', () => setTimeout(() => fetch('/slow-data.json').then(r => r.json())"
+        ".then(items => { document.getElementById('list').innerHTML = items.map(i => '<li>' + i + '</li>').join(''); }),"
+        " 30));</script>"
+    ),
 }
 
 
@@ -37,6 +44,15 @@ class Pages(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server API)
         if self.path == "/hang.js":
             self.release.wait(30)  # hold the request open: the page's load event never fires
+            return
+        if self.path == "/slow-data.json":
+            time.sleep(0.6)  # longer than the network-quiet window: only an in-flight request keeps it open
+            data = b'["Sourdough", "Rye"]'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
             return
         body = PAGES.get(self.path)
         self.send_response(200 if body else 404)
@@ -62,6 +78,12 @@ def pages() -> Iterator[str]:
     release.set()
     server.shutdown()
     server.server_close()
+
+
+async def test_capture_waits_for_data_the_page_fetches_after_load(shared_browser: SharedBrowser, pages: str) -> None:
+    capture = await shared_browser.capture(pages + "/late-data.html")
+    assert "Sourdough" in capture.visible_text and "Loading" not in capture.visible_text
+    assert capture.render_error is None
 
 
 async def test_good_page(shared_browser: SharedBrowser, pages: str) -> None:

@@ -44,10 +44,14 @@ CHROMIUM_FLAGS = (
     "--disable-background-timer-throttling",
     "--disable-backgrounding-occluded-windows",
     "--disable-renderer-backgrounding",
+    # Chromium 15x opens the address bar's popup as two hidden WebUI pages per window, i.e. per
+    # browser context here: a renderer (~60 MB) for nothing in a headless browser.
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
 # Network counts as settled after this long without a request in flight. Requests a page makes
-# after load (effects fetching data, lazy chunks) start within a frame or two of the first render.
-_QUIET_S = 0.3
+# after load (effects fetching data, lazy chunks) start within a frame or two of the first render;
+# a request in flight holds the capture however long it takes (up to the capture's cap).
+_QUIET_S = 0.2
 _MAX_TEXT = 4000
 _MAX_ITEMS = 20
 _MAX_MODULES = 2000
@@ -170,6 +174,7 @@ class SharedBrowser:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._cdp_url: str | None = None
+        self._ws_url: str | None = None
         self._lock: asyncio.Lock | None = None
         self._capture_slots: asyncio.Semaphore | None = None
         self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
@@ -180,6 +185,13 @@ class SharedBrowser:
         if self._cdp_url is None:
             raise RuntimeError("SharedBrowser is not started")
         return self._cdp_url
+
+    @property
+    def ws_url(self) -> str:
+        """ws://127.0.0.1:PORT/devtools/browser/ID: the browser target itself (start() first)."""
+        if self._ws_url is None:
+            raise RuntimeError("SharedBrowser is not started")
+        return self._ws_url
 
     @property
     def browser(self) -> Browser:
@@ -218,7 +230,9 @@ class SharedBrowser:
         port = None
         while port is None:
             with contextlib.suppress(OSError, ValueError, IndexError):
-                port = int(port_file.read_text().splitlines()[0])
+                # Two lines: the port, then the browser target's websocket path.
+                port_line, path = port_file.read_text().splitlines()[:2]
+                port = int(port_line)
             if port is None:
                 if not self._process.alive or time.monotonic() > deadline:
                     tail = self._process.log_tail(20)
@@ -226,6 +240,7 @@ class SharedBrowser:
                     raise RuntimeError(f"Chromium did not start ({self.chromium_path}):\n{tail}")
                 await asyncio.sleep(0.05)
         self._cdp_url = f"http://127.0.0.1:{port}"
+        self._ws_url = f"ws://127.0.0.1:{port}{path}"
         try:
             self._playwright = await async_playwright().start()
             self._browser = await self._playwright.chromium.connect_over_cdp(
@@ -240,7 +255,7 @@ class SharedBrowser:
         browser, self._browser = self._browser, None
         playwright, self._playwright = self._playwright, None
         process, self._process = self._process, None
-        self._cdp_url = None
+        self._cdp_url = self._ws_url = None
         if browser is not None:
             with contextlib.suppress(Exception):  # may already be disconnected
                 await asyncio.wait_for(browser.close(), 5)
@@ -273,7 +288,7 @@ class SharedBrowser:
         other agents, and no way to close the shared browser.
         """
         await self.start()
-        async with scoped_cdp_endpoint(self.cdp_url) as endpoint:
+        async with scoped_cdp_endpoint(self.ws_url) as endpoint:
             yield endpoint
 
     async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:

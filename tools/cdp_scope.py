@@ -230,14 +230,16 @@ async def scoped_cdp_endpoint(cdp_url: str, *, connect_timeout_s: float = 10.0) 
     browser_url = await browser_websocket_url(cdp_url)
 
     async def handle(client: ServerConnection) -> None:
-        # No size limit: screenshots travel as one message of several MB.
-        async with connect(browser_url, max_size=None, ping_interval=None, open_timeout=connect_timeout_s) as browser:
+        # No size limit: screenshots travel as one message of several MB. No compression: Chromium
+        # offers none, and deflating those screenshots for a loopback client costs more than it saves.
+        async with connect(browser_url, max_size=None, ping_interval=None, compression=None,
+                           open_timeout=connect_timeout_s) as browser:
             created = await asyncio.wait_for(
                 _command(browser, "Target.createBrowserContext", {"disposeOnDetach": True}), connect_timeout_s
             )
             await _Relay(client, browser, _Scope(context_id=created["browserContextId"])).run()
 
-    server: Server = await serve(handle, "127.0.0.1", 0, max_size=None, ping_interval=None)
+    server: Server = await serve(handle, "127.0.0.1", 0, max_size=None, ping_interval=None, compression=None)
     port = next(iter(server.sockets)).getsockname()[1]
     endpoint = ScopedEndpoint(url=f"ws://127.0.0.1:{port}/devtools/browser/scoped", server=server)
     try:

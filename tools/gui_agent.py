@@ -18,6 +18,8 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import gc
+import importlib
 import logging
 import os
 import shutil
@@ -32,6 +34,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
+from webgen_agent.tools.models import shared_http_client
 
 if TYPE_CHECKING:
     from browser_use import Agent
@@ -111,6 +114,26 @@ def configure_browser_use_env() -> None:
 
 
 configure_browser_use_env()
+
+# Agent() imports the Anthropic client lazily (~1.8 s): it belongs to the warm-up too.
+BROWSER_USE_MODULES = (
+    "browser_use", "browser_use.tools.service", "browser_use.llm.openai.chat", "browser_use.llm.anthropic.chat"
+)
+
+
+@functools.cache
+def import_browser_use() -> None:
+    """Import browser-use (about 3 s, once per process), then hide long-lived objects from the collector.
+
+    browser-use's ``Agent.close()`` runs a full ``gc.collect()`` after every run: ~0.25 s of CPU
+    with this project's libraries loaded (~300k objects). ``gc.freeze()`` moves everything alive
+    now (modules, classes, schemas) out of the collector's sight, and that collection takes a few ms.
+    """
+    for name in BROWSER_USE_MODULES:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+
 
 # The event lock of the browser-use run in the current task (see _own_event_lock).
 _RUN_EVENT_LOCK: contextvars.ContextVar[Any] = contextvars.ContextVar("webgen_browser_use_event_lock", default=None)
@@ -261,8 +284,7 @@ def _endpoint_watching_chat() -> type:
 async def _endpoint_problem(base_url: str) -> str | None:
     """None when the model endpoint answers HTTP at all; otherwise why it cannot be reached."""
     try:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
-            await client.get(base_url.rstrip("/") + "/models")
+        await shared_http_client().get(base_url.rstrip("/") + "/models", timeout=5.0)
     except httpx.HTTPError as exc:
         return f"model endpoint {base_url} cannot be reached ({type(exc).__name__}: {exc})"
     return None
@@ -386,7 +408,8 @@ async def run_gui_agent(
 
     The agent uses browser-use's own OpenAI client against ``base_url``; at most ``max_actions``
     browser actions are taken (the final ``done`` counts), and the whole run ends by ``timeout_s``.
-    With ``cdp_url`` the agent attaches to that running Chromium (and leaves it running); without,
+    With ``cdp_url`` (``http://host:port`` or the browser's ``ws://`` address) the agent attaches to
+    that running Chromium (and leaves it running); without,
     a Chromium is started for this run alone. Either way the agent sees only a fresh browser context
     of its own (``tools/cdp_scope.py``), so runs can share one Chromium side by side.
     """
@@ -420,7 +443,7 @@ async def run_gui_agent(
     async with contextlib.AsyncExitStack() as stack:
         if cdp_url is None:
             try:
-                cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).cdp_url
+                cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).ws_url
             except (RuntimeError, OSError) as exc:
                 return GuiRun(errors=[f"Chromium did not start: {_short(str(exc))}"], stopped_reason="error",
                               seconds=round(time.monotonic() - started, 3))
@@ -434,6 +457,7 @@ async def run_gui_agent(
 
 
 def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
+    import_browser_use()
     from browser_use import Agent, BrowserProfile, BrowserSession
     from browser_use.tools.service import Tools
 
@@ -445,6 +469,7 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
         temperature=spec.temperature,
         timeout=spec.llm_timeout,
         max_retries=LLM_RETRIES,
+        http_client=shared_http_client(),
     )
     width, height = spec.viewport
     size = {"width": width, "height": height}
@@ -455,6 +480,9 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
         "viewport": size,
         "window_size": size,
         "keep_alive": False,
+        # Between two actions of one step (default 0.1 s): the page's own handlers have run by the
+        # time an action returns; the next step reads the page after its own settle check anyway.
+        "wait_between_actions": 0.02,
         "downloads_path": run_files.files / "downloads",
         # Always our own folder: left unset, browser-use makes one in /tmp that nobody removes.
         "user_data_dir": run_files.profile,

@@ -297,7 +297,7 @@ class Evaluator:
             timeout_s=self.settings.case_timeout_s,
             chromium_path=self._chromium,
             # One Chromium for the whole evaluation; each agent sees only a browser context of its own.
-            cdp_url=(await self._shared_browser()).cdp_url,
+            cdp_url=(await self._shared_browser()).ws_url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
             temperature=agent.temperature,
         )
