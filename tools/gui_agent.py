@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
-from webgen_agent.tools.models import shared_http_client
+from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, shared_http_client
 
 if TYPE_CHECKING:
     from browser_use import Agent
@@ -285,7 +284,7 @@ async def _endpoint_problem(base_url: str) -> str | None:
     """None when the model endpoint answers HTTP at all; otherwise why it cannot be reached."""
     try:
         await shared_http_client().get(base_url.rstrip("/") + "/models", timeout=5.0)
-    except httpx.HTTPError as exc:
+    except HTTP_CLIENT_ERRORS as exc:
         return f"model endpoint {base_url} cannot be reached ({type(exc).__name__}: {exc})"
     return None
 

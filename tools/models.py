@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 import weakref
 from typing import Any, Generic, TypeVar
@@ -63,6 +64,17 @@ class StructuredAnswer(BaseModel, Generic[T]):
 # that runs the agent under a second ``asyncio.run`` would get "Event loop is closed". One client
 # per running loop (dropped with the loop) keeps connection reuse without that trap.
 _loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def _client_errors() -> tuple[type[Exception], ...]:
+    # Newer openai releases build their default client on a fork of httpx (``httpx2``) whose errors
+    # are not httpx's: take the error base class from the client class's own package.
+    package = sys.modules[openai.DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0]]
+    return tuple({httpx.HTTPError, getattr(package, "HTTPError", httpx.HTTPError)})
+
+
+# What a request through ``shared_http_client()`` raises when the endpoint cannot be reached.
+HTTP_CLIENT_ERRORS = _client_errors()
 
 
 def shared_http_client() -> httpx.AsyncClient:
