@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import gc
 import importlib
+import inspect
 import logging
 import os
 import shutil
@@ -165,11 +166,40 @@ def _scope_event_lock_per_run() -> None:
     service._get_global_lock = lock_of_this_run
 
 
+# How long a click waits for a file download it may have started (browser-use: 0.5 s on every click).
+CLICK_DOWNLOAD_WAIT_S = 0.05
+
+
+@functools.cache
+def _shorten_click_download_wait() -> None:
+    """Let a click wait ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not browser-use's 0.5 s.
+
+    browser-use waits after *every* click in case it started a download, half a second per click
+    on a site under test that never downloads anything (the agent has no file actions here). The
+    wait is a default argument browser-use never overrides and exposes no setting for, so the
+    method is wrapped to pass a shorter one; a download that does start is still followed.
+    """
+    from browser_use.browser.watchdogs.default_action_watchdog import DefaultActionWatchdog
+
+    original = getattr(DefaultActionWatchdog, "_execute_click_with_download_detection", None)
+    if original is None or "download_start_timeout" not in inspect.signature(original).parameters:
+        logger.warning("browser-use's click no longer takes download_start_timeout; clicks keep its wait")
+        return
+
+    async def click(self: Any, click_coro: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args:
+            kwargs.setdefault("download_start_timeout", CLICK_DOWNLOAD_WAIT_S)
+        return await original(self, click_coro, *args, **kwargs)
+
+    DefaultActionWatchdog._execute_click_with_download_detection = click
+
+
 def _own_event_lock() -> None:
     """Give the current task (and the tasks it starts) an event lock of its own."""
     from bubus.service import ReentrantLock
 
     _scope_event_lock_per_run()
+    _shorten_click_download_wait()
     _RUN_EVENT_LOCK.set(ReentrantLock())
 
 
