@@ -18,6 +18,7 @@ from pathlib import Path
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.context import AgentContext, Settings, find_chromium
 from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.gui_agent import GuiSession, open_gui_session
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
 
@@ -42,6 +43,8 @@ class Resources:
         self._browser_lock = asyncio.Lock()
         self._warming: asyncio.Task[SharedBrowser] | None = None
         self._sites: dict[Path, SiteRunner] = {}
+        # GUI-agent sessions opened ahead (while the screenshot is graded), by run: (step, task).
+        self._gui_sessions: dict[str, tuple[int, asyncio.Task[GuiSession]]] = {}
 
     @staticmethod
     def reap_orphans(db_path: Path) -> list[int]:
@@ -63,6 +66,38 @@ class Resources:
         if self._browser is None and self._warming is None:
             self._warming = asyncio.create_task(self.browser(context))
             self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    async def prepare_gui_session(self, run_id: str, step: int, url: str, context: AgentContext) -> None:
+        """Open the GUI agent's browser session for ``step``'s page in the background.
+
+        Started beside the screenshot grading, so that a GUI test of that step starts at its first
+        agent step; replaces (and closes) one opened for an earlier step of the run.
+        """
+        await self.drop_gui_session(run_id)
+
+        async def open_session() -> GuiSession:
+            browser = await self.browser(context)
+            return await open_gui_session(
+                url=url, cdp_url=browser.ws_url, viewport=(context.viewport_width, context.viewport_height)
+            )
+
+        task = asyncio.create_task(open_session())
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._gui_sessions[run_id] = (step, task)
+
+    async def take_gui_session(self, run_id: str, step: int) -> GuiSession | None:
+        """The session opened for ``step`` of the run, if there is one and it opened; the caller closes it."""
+        held = self._gui_sessions.get(run_id)
+        if held is None or held[0] != step:
+            await self.drop_gui_session(run_id)
+            return None
+        del self._gui_sessions[run_id]
+        return await _opened(held[1])
+
+    async def drop_gui_session(self, run_id: str) -> None:
+        held = self._gui_sessions.pop(run_id, None)
+        if held is not None and (session := await _opened(held[1])) is not None:
+            await session.close()
 
     def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
         key = workspace.resolve()
@@ -86,6 +121,8 @@ class Resources:
 
     async def close(self) -> None:
         """Stop every server and the browser this process started."""
+        for run_id in list(self._gui_sessions):
+            await self.drop_gui_session(run_id)
         for workspace in list(self._sites):
             await self.stop_site(workspace)
         if self._warming is not None:
@@ -95,6 +132,14 @@ class Resources:
             self._browser = None
         self.registry.kill_all()
         self.store.close()
+
+
+async def _opened(task: asyncio.Task[GuiSession]) -> GuiSession | None:
+    """The session the task opened, or None when it failed (the GUI test then opens its own)."""
+    await asyncio.wait({task})
+    if task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
 
 
 _bound: ContextVar[Resources | None] = ContextVar("webgen_resources", default=None)

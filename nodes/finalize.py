@@ -17,6 +17,8 @@ from webgen_agent.nodes.selection import best_step, code_steps
 @node("finalize")
 async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     resources = get_resources()
+    if state.get("run_id"):
+        await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
     steps = state.get("steps", [])
     if runtime.context.select_best:
         chosen = best_step(steps)

@@ -92,6 +92,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
     else:
         browser = await resources.browser(context)
+        prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
         run = await run_gui_agent(
             url=served.url,
             task=prompts.gui_task(served.url, instruction),
@@ -104,6 +105,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             # Concurrent runs share this Chromium; each agent sees only a browser context of its own.
             cdp_url=(await browser.start()).ws_url,
             viewport=(context.viewport_width, context.viewport_height),
+            prepared=prepared,  # opened while the screenshot was graded (closed by the run either way)
         )
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)

@@ -7,6 +7,7 @@ import base64
 from langgraph.runtime import Runtime
 
 from webgen_agent.graph.context import AgentContext
+from webgen_agent.graph.resources import get_resources
 from webgen_agent.graph.state import AgentState
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
@@ -37,6 +38,10 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     blobs = store()
     page = blobs.get_json(step["page"]) if step.get("page") else {}
     messages = judge_messages(state["requirement"], blobs.get(step["screenshot"]), page.get("visible_text", ""))
+    url = (step.get("execution") or {}).get("url")
+    if url and state.get("run_id"):
+        # A good grade leads to the GUI test of this page: its browser session opens meanwhile.
+        await get_resources().prepare_gui_session(state["run_id"], step["index"], url, runtime.context)
     answer = await ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement)
     if answer.value is not None:
         score, description, suggestions = answer.value.score, answer.value.description, answer.value.suggestions

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import Counter
 import http.server
 import itertools
 import json
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,7 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
-from webgen_agent.tools.gui_agent import run_gui_agent
+from webgen_agent.tools.gui_agent import open_gui_session, run_gui_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +45,9 @@ CHORE_RULES = [
 ]
 
 
+PAGE_LOADS: Counter[str] = Counter()
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("scope-site")
@@ -51,6 +56,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "other.html").write_text("<title>Another run</title><h1>Another run's page</h1>", encoding="utf-8")
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            PAGE_LOADS[self.path] += 1
+            super().do_GET()
+
         def log_message(self, format: str, *args: object) -> None:
             pass
 
@@ -163,3 +172,61 @@ async def test_two_gui_agents_test_their_own_sites_side_by_side_on_one_chromium(
     await asyncio.sleep(0.5)
     assert not any(url.endswith(("/todo.html", "/chores.html")) for url in await page_urls(shared_browser))
     assert shared_browser.healthy
+
+
+async def test_a_session_opened_ahead_is_used_by_the_run_and_closed_with_it(
+    shared_browser: SharedBrowser, site: str
+) -> None:
+    url = f"{site}/todo.html"
+    loads_before = PAGE_LOADS["/todo.html"]
+    prepared = await open_gui_session(url=url, cdp_url=shared_browser.ws_url)
+    assert url in await page_urls(shared_browser) and PAGE_LOADS["/todo.html"] == loads_before + 1
+    async with scripted(TODO_RULES) as server:
+        run = await run_gui_agent(
+            url=url, task=TASK, model="vlm", base_url=server.base_url, api_key="k",
+            chromium_path="/not/used/with/cdp", cdp_url=shared_browser.ws_url, timeout_s=90, prepared=prepared,
+        )
+    assert run.stopped_reason == "done" and run.final_answer == "YES - Buy milk is listed", run.errors
+    # The run tested the page the session had loaded: it did not load it again.
+    assert PAGE_LOADS["/todo.html"] == loads_before + 1
+    await asyncio.sleep(0.5)
+    assert url not in await page_urls(shared_browser) and not prepared.session.is_cdp_connected
+
+
+async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its_own(
+    shared_browser: SharedBrowser, site: str
+) -> None:
+    stale = await open_gui_session(url=f"{site}/other.html", cdp_url=shared_browser.ws_url)
+    async with scripted(CHORE_RULES) as server:
+        run = await run_gui_agent(
+            url=f"{site}/chores.html", task=TASK, model="vlm", base_url=server.base_url, api_key="k",
+            chromium_path="/not/used/with/cdp", cdp_url=shared_browser.ws_url, timeout_s=90, prepared=stale,
+        )
+    assert run.final_answer == "YES - Walk dog is listed", run.errors
+    await asyncio.sleep(0.5)
+    assert not any(u.endswith(("/other.html", "/chores.html")) for u in await page_urls(shared_browser))
+
+
+async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
+    tmp_path: Path, site: str, chromium_path: str
+) -> None:
+    from webgen_agent.graph.demo import scripted_context
+    from webgen_agent.graph.resources import Resources, use_resources
+
+    context = scripted_context("http://127.0.0.1:9/v1", max_steps=2).model_copy(update={"chromium": chromium_path})
+    async with use_resources(Resources(tmp_path / "webgen.db", chromium=chromium_path)) as resources:
+        browser = await resources.browser(context)
+        await resources.prepare_gui_session("run-a", 3, f"{site}/todo.html", context)
+        assert await resources.take_gui_session("run-a", 4) is None  # another step: dropped, closed
+        await asyncio.sleep(0.5)
+        assert f"{site}/todo.html" not in await page_urls(browser)
+
+        await resources.prepare_gui_session("run-a", 5, f"{site}/chores.html", context)
+        taken = await resources.take_gui_session("run-a", 5)
+        assert taken is not None and taken.url == f"{site}/chores.html" and taken.session.is_cdp_connected
+        assert await resources.take_gui_session("run-a", 5) is None  # handed out once
+        await taken.close()
+
+        await resources.prepare_gui_session("run-b", 1, f"{site}/other.html", context)
+    # Closing the resources closes the session nobody took, then the browser.
+    assert not browser.healthy

@@ -37,7 +37,7 @@ from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, shared_http_client
 
 if TYPE_CHECKING:
-    from browser_use import Agent
+    from browser_use import Agent, BrowserSession
 
 logger = logging.getLogger(__name__)
 
@@ -194,13 +194,15 @@ def _shorten_click_download_wait() -> None:
     DefaultActionWatchdog._execute_click_with_download_detection = click
 
 
-def _own_event_lock() -> None:
-    """Give the current task (and the tasks it starts) an event lock of its own."""
+def _own_event_lock(lock: Any = None) -> Any:
+    """Give the current task (and the tasks it starts) an event lock of its own (or ``lock``)."""
     from bubus.service import ReentrantLock
 
     _scope_event_lock_per_run()
     _shorten_click_download_wait()
-    _RUN_EVENT_LOCK.set(ReentrantLock())
+    lock = lock or ReentrantLock()
+    _RUN_EVENT_LOCK.set(lock)
+    return lock
 
 
 @dataclass
@@ -418,6 +420,65 @@ class _RunSpec:
         return int(max(15, min(120, self.timeout_s)))
 
 
+@dataclass
+class GuiSession:
+    """A browser-use session opened before its agent runs: attached through a confined endpoint of
+    its own and already showing ``url``. Close it (or hand it to ``run_gui_agent``, which does)."""
+
+    url: str
+    viewport: tuple[int, int]
+    session: BrowserSession
+    endpoint: ScopedEndpoint
+    files: _RunFiles
+    event_lock: Any
+    _stack: contextlib.AsyncExitStack = field(repr=False)
+
+    def fits(self, url: str, viewport: tuple[int, int]) -> bool:
+        return self.url == url and tuple(self.viewport) == tuple(viewport)
+
+    async def close(self) -> None:
+        """End the session, its endpoint (and so its browser context) and its temporary folder."""
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> GuiSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def open_gui_session(
+    *, url: str, cdp_url: str, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0
+) -> GuiSession:
+    """Attach a browser-use session to ``cdp_url`` (a fresh context of its own) and load ``url``.
+
+    What a GUI agent run does before its first step, done ahead (e.g. while a model grades the
+    screenshot). Raises when it cannot; a run without it starts the same way itself.
+    """
+    configure_browser_use_env()
+    import_browser_use()
+    stack = contextlib.AsyncExitStack()
+    try:
+        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
+        files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
+        # The session's event buses start in this task: give them the lock the agent will share.
+        lock = _own_event_lock()
+        session = _browser_session(url, endpoint.url, viewport, files)
+        stack.push_async_callback(_kill_quietly, session)
+        await asyncio.wait_for(session.start(), timeout_s)
+        await asyncio.wait_for(session.navigate_to(url), timeout_s)
+    except BaseException:
+        await stack.aclose()
+        raise
+    return GuiSession(url=url, viewport=viewport, session=session, endpoint=endpoint, files=files,
+                      event_lock=lock, _stack=stack)
+
+
+async def _kill_quietly(session: BrowserSession) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(session.kill(), 5)
+
+
 async def run_gui_agent(
     *,
     url: str,
@@ -432,6 +493,7 @@ async def run_gui_agent(
     viewport: tuple[int, int] = (1280, 800),
     temperature: float | None = None,
     max_actions_per_step: int = MAX_ACTIONS_PER_STEP,
+    prepared: GuiSession | None = None,
 ) -> GuiRun:
     """Let a browser-use agent carry out ``task`` on the site at ``url``; never raises for run failures.
 
@@ -441,6 +503,9 @@ async def run_gui_agent(
     that running Chromium (and leaves it running); without,
     a Chromium is started for this run alone. Either way the agent sees only a fresh browser context
     of its own (``tools/cdp_scope.py``), so runs can share one Chromium side by side.
+
+    ``prepared`` (from ``open_gui_session``, for the same ``url`` and ``viewport``) saves the
+    session start and the first page load; it is closed at the end either way.
     """
     if max_actions < 1 or max_actions_per_step < 1:
         raise ValueError("max_actions and max_actions_per_step must be at least 1")
@@ -469,6 +534,14 @@ async def run_gui_agent(
         return GuiRun(errors=[problem], stopped_reason="error", seconds=round(time.monotonic() - started, 3))
 
     configure_browser_use_env()
+    if prepared is not None:
+        if prepared.fits(url, viewport) and prepared.session.is_cdp_connected:
+            async with prepared:
+                return await asyncio.create_task(_run(
+                    dataclasses.replace(spec, cdp_url=prepared.endpoint.url), prepared.files, started,
+                    prepared.endpoint, prepared,
+                ))
+        await prepared.close()  # made for another page, or the browser went away meanwhile
     async with contextlib.AsyncExitStack() as stack:
         if cdp_url is None:
             try:
@@ -485,9 +558,35 @@ async def run_gui_agent(
     raise AssertionError("unreachable")
 
 
-def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
+def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> BrowserSession:
+    """A browser-use session (not started) attached to ``cdp_url``, kept to ``url``'s site."""
+    from browser_use import BrowserProfile, BrowserSession
+
+    width, height = viewport
+    size = {"width": width, "height": height}
+    profile = BrowserProfile(
+        # Attach only: closing a CDP-attached session disconnects, it does not end the browser.
+        cdp_url=cdp_url,
+        is_local=False,
+        enable_default_extensions=False,  # else it downloads extensions
+        captcha_solver=False,
+        allowed_domains=[_origin_pattern(url)],  # the agent may not wander off the site
+        viewport=size,
+        window_size=size,
+        keep_alive=False,
+        # Between two actions of one step (default 0.1 s): the page's own handlers have run by the
+        # time an action returns; the next step reads the page after its own settle check anyway.
+        wait_between_actions=0.02,
+        downloads_path=run_files.files / "downloads",
+        # Always our own folder: left unset, browser-use makes one in /tmp that nobody removes.
+        user_data_dir=run_files.profile,
+    )
+    return BrowserSession(browser_profile=profile)
+
+
+def _build_agent(spec: _RunSpec, run_files: _RunFiles, prepared: GuiSession | None = None) -> Agent:
     import_browser_use()
-    from browser_use import Agent, BrowserProfile, BrowserSession
+    from browser_use import Agent
     from browser_use.tools.service import Tools
 
     _forget_import_time_downloads_dir()
@@ -500,32 +599,16 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
         max_retries=LLM_RETRIES,
         http_client=shared_http_client(),
     )
-    width, height = spec.viewport
-    size = {"width": width, "height": height}
-    common: dict[str, Any] = {
-        "enable_default_extensions": False,  # else it downloads extensions
-        "captcha_solver": False,
-        "allowed_domains": [_origin_pattern(spec.url)],  # the agent may not wander off the site
-        "viewport": size,
-        "window_size": size,
-        "keep_alive": False,
-        # Between two actions of one step (default 0.1 s): the page's own handlers have run by the
-        # time an action returns; the next step reads the page after its own settle check anyway.
-        "wait_between_actions": 0.02,
-        "downloads_path": run_files.files / "downloads",
-        # Always our own folder: left unset, browser-use makes one in /tmp that nobody removes.
-        "user_data_dir": run_files.profile,
-    }
-    # Attach only: closing a CDP-attached session disconnects, it does not end the browser.
-    profile = BrowserProfile(cdp_url=spec.cdp_url, is_local=False, **common)
-
     task = (
         spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
     )
     return Agent(
         task=task,
         llm=llm,
-        browser_session=BrowserSession(browser_profile=profile),
+        browser_session=(
+            prepared.session if prepared is not None
+            else _browser_session(spec.url, spec.cdp_url or "", spec.viewport, run_files)
+        ),
         tools=Tools(exclude_actions=list(EXCLUDED_ACTIONS)),
         use_vision=True,
         max_actions_per_step=spec.per_step,
@@ -535,7 +618,8 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
         enable_planning=False,
         message_compaction=False,
         directly_open_url=False,
-        initial_actions=[{"navigate": {"url": spec.url, "new_tab": False}}],
+        # A prepared session already shows the site.
+        initial_actions=None if prepared is not None else [{"navigate": {"url": spec.url, "new_tab": False}}],
         llm_timeout=spec.llm_timeout,
         step_timeout=spec.step_timeout,
         file_system_path=str(run_files.files / "agent"),
@@ -544,10 +628,13 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles) -> Agent:
     )
 
 
-async def _run(spec: _RunSpec, run_files: _RunFiles, started: float, endpoint: ScopedEndpoint) -> GuiRun:
+async def _run(
+    spec: _RunSpec, run_files: _RunFiles, started: float, endpoint: ScopedEndpoint, prepared: GuiSession | None = None
+) -> GuiRun:
     try:
-        _own_event_lock()
-        agent = _build_agent(spec, run_files)
+        # The prepared session's event buses already run under its lock: the agent's must share it.
+        _own_event_lock(prepared.event_lock if prepared is not None else None)
+        agent = _build_agent(spec, run_files, prepared)
     except Exception as exc:  # bad URL, profile or client settings: report, do not crash the caller
         return GuiRun(errors=[f"GUI agent setup failed: {type(exc).__name__}: {exc}"], stopped_reason="error")
 
