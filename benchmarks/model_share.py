@@ -65,9 +65,10 @@ class ModelClock:
         return total, len(spans)
 
 
-def slow_demo() -> Scenario:
+def slow_demo(delay_s: float = MODEL_DELAY_S) -> Scenario:
+    """The demo scenario with every model answer delayed by ``delay_s``."""
     demo = Scenario.load(scenario_path("demo"))
-    return demo.model_copy(update={"rules": [r.model_copy(update={"delay_s": MODEL_DELAY_S}) for r in demo.rules]})
+    return demo.model_copy(update={"rules": [r.model_copy(update={"delay_s": delay_s}) for r in demo.rules]})
 
 
 async def warm_cache(base: Path, cache: Path) -> None:
