@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 from langgraph.runtime import Runtime
 
 from webgen_agent.graph.context import AgentContext
 from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState
+from webgen_agent.graph.state import AgentState, Step
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
 from webgen_agent.nodes.views import ScreenshotJudgement
@@ -16,6 +17,8 @@ from webgen_agent.tools.models import ask_structured
 
 # A step whose screenshot is graded at or below this counts as errored (upstream rule).
 ERRORED_SCORE = 2
+# A grade still pending after this long: the GUI test's browser session is opened meanwhile.
+PREPARE_GUI_AFTER_S = 1.0
 
 
 def judge_messages(requirement: str, png: bytes, visible_text: str) -> list[dict]:
@@ -32,17 +35,43 @@ def judge_messages(requirement: str, png: bytes, visible_text: str) -> list[dict
     ]
 
 
+async def _prepare_gui_test_while_waiting(
+    state: AgentState, step: Step, context: AgentContext, grading: asyncio.Task
+) -> None:
+    """Open the GUI test's browser session for this page if the grade is slow to come.
+
+    A good grade leads to the GUI test of this very page; opening its session (~0.5 s) beside a
+    model call that takes seconds hides that cost. A model that answers within
+    ``PREPARE_GUI_AFTER_S`` leaves nothing worth hiding, and no session is opened for nothing.
+    A session opened for a page graded too low is closed at once.
+    """
+    url = (step.get("execution") or {}).get("url")
+    run_id = state.get("run_id")
+    if not url or not run_id:
+        return
+    done, _ = await asyncio.wait({grading}, timeout=PREPARE_GUI_AFTER_S)
+    if done:
+        return
+    resources = get_resources()
+    await resources.prepare_gui_session(run_id, step["index"], url, context)
+    await asyncio.wait({grading})
+    answer = grading.result() if not grading.cancelled() and grading.exception() is None else None
+    if answer is None or answer.value is None or answer.value.score < context.appearance_threshold:
+        await resources.drop_gui_session(run_id)
+
+
 @node("screenshot_judge")
 async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     step = current_step(state)
     blobs = store()
     page = blobs.get_json(step["page"]) if step.get("page") else {}
     messages = judge_messages(state["requirement"], blobs.get(step["screenshot"]), page.get("visible_text", ""))
-    url = (step.get("execution") or {}).get("url")
-    if url and state.get("run_id"):
-        # A good grade leads to the GUI test of this page: its browser session opens meanwhile.
-        await get_resources().prepare_gui_session(state["run_id"], step["index"], url, runtime.context)
-    answer = await ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement)
+    grading = asyncio.create_task(ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement))
+    try:
+        await _prepare_gui_test_while_waiting(state, step, runtime.context, grading)
+        answer = await grading
+    finally:
+        grading.cancel()  # only has an effect when this node itself was cancelled
     if answer.value is not None:
         score, description, suggestions = answer.value.score, answer.value.description, answer.value.suggestions
     else:

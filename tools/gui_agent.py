@@ -94,6 +94,7 @@ class GuiRun(BaseModel):
     output_tokens: int = 0
     seconds: float = 0.0
     stopped_reason: StoppedReason = "error"
+    prepared: bool = Field(default=False, description="The run used a browser session opened ahead of it.")
 
 
 def configure_browser_use_env() -> None:
@@ -691,6 +692,7 @@ async def _run(
         output_tokens=usage.total_completion_tokens,
         seconds=round(time.monotonic() - started, 3),
         stopped_reason=_stopped_reason(agent, budget, timed_out, spec.max_actions),
+        prepared=prepared is not None,
     )
 
 
