@@ -62,7 +62,10 @@ class TreeMemory:
     a browser with many renderers overstate several times over. Both are reported.
     """
 
-    def __init__(self, interval_s: float = 0.2) -> None:
+    # Reading PSS walks each process's page tables (/proc/PID/smaps_rollup): sampled every 0.2 s over
+    # a tree of ~30 processes that took a noticeable share of a core from the runs being measured.
+    # Memory peaks of whole runs last seconds; once a second sees them.
+    def __init__(self, interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
         self.peak = 0
         self.peak_rss = 0

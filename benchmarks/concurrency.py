@@ -3,7 +3,7 @@
 Each run is the built-in demo (real npm + Vite app, real Chromium, two browser-use GUI tests),
 scripted model at zero delay, then again with every model call answered after 1 s. The runs share the process's Chromium, blob store and dependency
 cache; each has its own workspace and dev server. Memory is the PSS of this process plus every
-process under it (dev servers, npm, Chromium), sampled every 0.2 s; "added per extra run" is
+process under it (dev servers, npm, Chromium), sampled every second; "added per extra run" is
 (peak with 4 runs - peak with 1 run) / 3. RSS sums are printed beside it (they count pages shared
 between processes once per process; see ``TreeMemory``).
 
