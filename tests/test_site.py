@@ -328,7 +328,7 @@ async def test_rapid_source_edits_are_never_served_stale(tmp_path: Path, runners
             before = await runner.served_modules(["src/App.jsx", "src/main.jsx", "index.html", "src/New.jsx"])
             # index.html is read from disk per request; New.jsx was never compiled, so it cannot be stale.
             assert set(before) == {"src/App.jsx", "src/main.jsx"}
-            assert before["src/App.jsx"].embeds_source
+            assert before["src/App.jsx"].embeds_source  # answered with its source map, or owed one
             if n % 2:
                 await asyncio.sleep(0.1)  # test setup: out of the previous change's throttle window
                 write_file(ws, "src/App.jsx", app_source(f"Draft {n}"))

@@ -72,6 +72,8 @@ _VITE_MODULE_SUFFIXES = (
     ".js", ".jsx", ".ts", ".tsx", ".mjs", ".mts", ".cjs", ".cts", ".vue", ".svelte",
     ".css", ".scss", ".sass", ".less", ".styl", ".pcss", ".json",
 )
+# Modules vite serves without an inline source map: checked by a changed answer, not exactly.
+_UNMAPPED_SUFFIXES = (".css", ".scss", ".sass", ".less", ".styl", ".pcss", ".json")
 # A kept vite server picks an edit up in ~30-150 ms (watcher latency). A change within chokidar's
 # 50 ms throttle of the previous change to that file is dropped for good (a file restored and then
 # edited in one step), so after _FRESH_NUDGE_S the file's mtime is bumped once (a new change event);
@@ -111,7 +113,9 @@ class ServedModule(BaseModel):
 
     digest: str = Field(description="sha256 of the answer.")
     embeds_source: bool = Field(
-        default=False, description="The answer's inline source map carried the file's exact text."
+        default=False,
+        description="Checked exactly after an edit: the answer's inline source map carried the file's text "
+        "(or no answer came for a script).",
     )
 
 
@@ -487,7 +491,11 @@ class SiteRunner:
             answers = await asyncio.gather(*(_fetch_module(client, url, p) for p in wanted))
         served = {}
         for path, answer in zip(wanted, answers):
-            if answer is not None and answer.is_module:
+            if answer is None:
+                # No answer in time (a busy machine): still checked after the edit. A script must
+                # then serve exactly the file on disk; a stylesheet or JSON file, any answer at all.
+                served[path] = ServedModule(digest="", embeds_source=not path.endswith(_UNMAPPED_SUFFIXES))
+            elif answer.is_module:
                 disk = _read_text(self.workspace / path)
                 served[path] = ServedModule(digest=answer.digest, embeds_source=answer.source == disk)
         return served
