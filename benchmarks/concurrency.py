@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -60,49 +61,72 @@ async def batch(size: int, *, tag: str, base: Path, db: Path, server_url: str) -
     return [r.status for r in results]
 
 
-async def main() -> dict[str, float]:
-    print_header(f"2. Concurrency: {CONCURRENT} demo runs at once against 1 (one process, one Resources)")
-    single: list[float] = []
-    multi: list[float] = []
-    single_peak: list[int] = []
-    multi_peak: list[int] = []
-    single_rss: list[int] = []
-    multi_rss: list[int] = []
-    single_cores: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="webgen-bench-concurrency-") as scratch:
+@dataclass
+class Round:
+    """One round: 1 run alone, then CONCURRENT at once."""
+
+    single_s: float
+    multi_s: float
+    single_cores: float  # whole-machine cores busy during the single run / the concurrent runs
+    multi_cores: float
+    single_peak: int = 0  # PSS / RSS peaks, when memory is sampled
+    multi_peak: int = 0
+    single_rss: int = 0
+    multi_rss: int = 0
+
+
+async def rounds(scenario: Scenario, *, tag: str, memory: TreeMemory | None = None) -> list[Round]:
+    """REPEATS rounds of 1 run then CONCURRENT runs of ``scenario``, after one untimed warm-up run."""
+    measured: list[Round] = []
+    with tempfile.TemporaryDirectory(prefix=f"webgen-bench-{tag}-") as scratch:
         base = Path(scratch)
         db = base / "webgen.db"
-        with ScriptedServer(Scenario.load(scenario_path("demo"))) as server, TreeMemory() as memory:
-            idle, idle_rss = memory.now()
+        with ScriptedServer(scenario) as server:
             async with use_resources(Resources(db, deps_cache_dir=base / "deps-cache")):
                 # Untimed: fills the dependency cache (npm runs once) and starts the shared Chromium.
                 await batch(1, tag="warm", base=base, db=db, server_url=server.base_url)
                 for rep in range(REPEATS):
-                    for size, times, peaks, rss_peaks in ((1, single, single_peak, single_rss),
-                                                          (CONCURRENT, multi, multi_peak, multi_rss)):
-                        memory.window()
+                    figures: dict[str, float] = {}
+                    for size, name in ((1, "single"), (CONCURRENT, "multi")):
+                        if memory is not None:
+                            memory.window()
                         cpu_before = machine_cpu()
                         with Stopwatch() as watch:
                             statuses = await batch(size, tag=f"r{rep}-{size}", base=base, db=db, server_url=server.base_url)
-                        if size == 1:
-                            single_cores.append(busy_cores(cpu_before, machine_cpu()))
-                        times.append(watch.seconds)
-                        peaks.append(memory.peak)
-                        rss_peaks.append(memory.peak_rss)
                         if statuses != ["finished"] * size:
                             raise SystemExit(f"a demo run did not finish: {statuses}")
-                    print(f"  round {rep + 1}/{REPEATS}: 1 run {single[-1]:.1f} s, {CONCURRENT} runs {multi[-1]:.1f} s; "
-                          f"peak PSS {single_peak[-1] / 2**20:.0f} / {multi_peak[-1] / 2**20:.0f} MiB "
-                          f"(RSS {single_rss[-1] / 2**20:.0f} / {multi_rss[-1] / 2**20:.0f})", flush=True)
+                        figures[f"{name}_s"] = watch.seconds
+                        figures[f"{name}_cores"] = busy_cores(cpu_before, machine_cpu())
+                        if memory is not None:
+                            figures[f"{name}_peak"], figures[f"{name}_rss"] = memory.peak, memory.peak_rss
+                    measured.append(Round(**figures))
+                    last = measured[-1]
+                    line = f"  {tag}, round {rep + 1}/{REPEATS}: 1 run {last.single_s:.1f} s, {CONCURRENT} runs {last.multi_s:.1f} s"
+                    if memory is not None:
+                        line += (f"; peak PSS {last.single_peak / 2**20:.0f} / {last.multi_peak / 2**20:.0f} MiB "
+                                 f"(RSS {last.single_rss / 2**20:.0f} / {last.multi_rss / 2**20:.0f})")
+                    print(line, flush=True)
+    return measured
+
+
+def _median_of(measured: list[Round], name: str) -> float:
+    return median(getattr(r, name) for r in measured)
+
+
+async def main() -> dict[str, float]:
+    print_header(f"2. Concurrency: {CONCURRENT} demo runs at once against 1 (one process, one Resources)")
+    with TreeMemory() as memory:
+        idle, _ = memory.now()
+        fast = await rounds(Scenario.load(scenario_path("demo")), tag="zero-delay model", memory=memory)
     figures = {
-        "single_s": median(single),
-        "multi_s": median(multi),
-        "single_peak_mib": median(single_peak) / 2**20,
-        "multi_peak_mib": median(multi_peak) / 2**20,
+        "single_s": _median_of(fast, "single_s"),
+        "multi_s": _median_of(fast, "multi_s"),
+        "single_peak_mib": _median_of(fast, "single_peak") / 2**20,
+        "multi_peak_mib": _median_of(fast, "multi_peak") / 2**20,
         "idle_mib": idle / 2**20,
-        "single_rss_mib": median(single_rss) / 2**20,
-        "multi_rss_mib": median(multi_rss) / 2**20,
-        "single_busy_cores": median(single_cores),
+        "single_rss_mib": _median_of(fast, "single_rss") / 2**20,
+        "multi_rss_mib": _median_of(fast, "multi_rss") / 2**20,
+        "single_busy_cores": _median_of(fast, "single_cores"),
     }
     figures["wall_ratio"] = figures["multi_s"] / figures["single_s"]
     figures["added_per_run_mib"] = (figures["multi_peak_mib"] - figures["single_peak_mib"]) / (CONCURRENT - 1)
@@ -117,35 +141,15 @@ async def main() -> dict[str, float]:
     print(f"  peak RSS sums: 1 run {figures['single_rss_mib']:.0f} MiB, {CONCURRENT} runs "
           f"{figures['multi_rss_mib']:.0f} MiB: {figures['added_per_run_rss_mib']:.0f} MiB per extra run "
           f"(shared pages counted once per process)")
-    figures.update(await with_slow_model())
-    return figures
 
-
-async def with_slow_model() -> dict[str, float]:
-    """The same comparison with every model call answered after ``SLOW_MODEL_S``, as a served model would."""
-    single: list[float] = []
-    multi: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="webgen-bench-concurrency-slow-") as scratch:
-        base = Path(scratch)
-        db = base / "webgen.db"
-        with ScriptedServer(slow_demo(SLOW_MODEL_S)) as server:
-            async with use_resources(Resources(db, deps_cache_dir=base / "deps-cache")):
-                await batch(1, tag="warm", base=base, db=db, server_url=server.base_url)
-                for rep in range(REPEATS):
-                    for size, times in ((1, single), (CONCURRENT, multi)):
-                        with Stopwatch() as watch:
-                            statuses = await batch(size, tag=f"r{rep}-{size}", base=base, db=db, server_url=server.base_url)
-                        times.append(watch.seconds)
-                        if statuses != ["finished"] * size:
-                            raise SystemExit(f"a demo run did not finish: {statuses}")
-                    print(f"  {SLOW_MODEL_S:g} s model, round {rep + 1}/{REPEATS}: 1 run {single[-1]:.1f} s, "
-                          f"{CONCURRENT} runs {multi[-1]:.1f} s", flush=True)
-    figures = {"slow_single_s": median(single), "slow_multi_s": median(multi)}
+    # The same comparison with every model call answered after SLOW_MODEL_S, as a served model would.
+    slow = await rounds(slow_demo(SLOW_MODEL_S), tag=f"{SLOW_MODEL_S:g} s model")
+    figures["slow_single_s"] = _median_of(slow, "single_s")
+    figures["slow_multi_s"] = _median_of(slow, "multi_s")
     figures["slow_wall_ratio"] = figures["slow_multi_s"] / figures["slow_single_s"]
     print(f"  with a {SLOW_MODEL_S:g} s model: 1 run {figures['slow_single_s']:.1f} s, {CONCURRENT} runs "
           f"{figures['slow_multi_s']:.1f} s: ratio {figures['slow_wall_ratio']:.2f} [median of {REPEATS}]")
     return figures
-
 
 if __name__ == "__main__":
     run_main(main)

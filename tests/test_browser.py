@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from webgen_agent.tools.browser import PageCapture, SharedBrowser
+from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
 
@@ -238,7 +239,7 @@ async def test_captures_run_side_by_side_and_beside_an_agent_endpoint(
     await hanging
 
     # A GUI agent's endpoint held open does not hold captures back.
-    async with shared_browser.agent_endpoint() as endpoint:
+    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint:
         assert endpoint.url.startswith("ws://127.0.0.1:")
         capture = await asyncio.wait_for(shared_browser.capture(pages + "/good.html"), 15)
     assert "Welcome" in capture.visible_text

@@ -20,6 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.gui_agent import open_gui_session, run_gui_agent
 
 pytestmark = pytest.mark.e2e
@@ -114,7 +115,7 @@ async def other_runs_page(shared_browser: SharedBrowser, site: str) -> AsyncIter
 async def test_a_client_sees_and_creates_only_pages_of_its_own_context(
     shared_browser: SharedBrowser, site: str, other_runs_page: Any
 ) -> None:
-    async with shared_browser.agent_endpoint() as endpoint:
+    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint:
         async with connect(endpoint.url, max_size=None) as connection:
             client = Client(connection)
             assert (await client.command("Target.getTargets"))["result"]["targetInfos"] == []

@@ -3,7 +3,7 @@
 Chromium is launched by us as a ``ManagedProcess`` (own process group, recorded in the registry so a
 hard-killed agent's browser can be reaped) and Playwright attaches over CDP. The same ``cdp_url``
 lets another library (browser-use) drive the very same browser instead of starting its own, each
-client confined to a browser context of its own (``agent_endpoint``).
+client confined to a browser context of its own (``tools/cdp_scope.py``, through ``ws_url``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -24,7 +23,6 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from playwright.async_api import async_playwright
 from pydantic import BaseModel, ConfigDict, Field
 
-from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
 
 CHROMIUM_FLAGS = (
@@ -152,8 +150,8 @@ class SharedBrowser:
 
     Every capture gets a fresh browser context. The next one is opened in the background when a
     capture ends (a context's first page costs a renderer start, 0.2-0.6 s), so a step's capture
-    does not wait for it. GUI agents attach through ``agent_endpoint``, each confined to a context
-    of its own, and run beside captures and each other.
+    does not wait for it. GUI agents attach to ``ws_url`` through ``scoped_cdp_endpoint``, each
+    confined to a context of its own, and run beside captures and each other.
     """
 
     def __init__(
@@ -279,17 +277,6 @@ class SharedBrowser:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.close()
-
-    @contextlib.asynccontextmanager
-    async def agent_endpoint(self) -> AsyncIterator[ScopedEndpoint]:
-        """A DevTools endpoint for a client that drives the browser itself (a browser-use agent).
-
-        Through it the browser shows one fresh context and nothing else: not the captures, not
-        other agents, and no way to close the shared browser.
-        """
-        await self.start()
-        async with scoped_cdp_endpoint(self.ws_url) as endpoint:
-            yield endpoint
 
     async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.

@@ -93,6 +93,7 @@ class _Relay:
         self.client = client
         self.browser = browser
         self.scope = scope
+        self._sending: set[asyncio.Task[None]] = set()  # the event loop keeps only weak references
 
     async def run(self) -> None:
         up = asyncio.create_task(self._client_to_browser())
@@ -127,19 +128,18 @@ class _Relay:
         with contextlib.suppress(ConnectionClosed):
             async for raw in self.browser:
                 message = json.loads(raw)
-                if self._keep(message):
+                if "sessionId" not in message and message.get("id") in self.scope.target_list_requests:
+                    await self.client.send(json.dumps(self._narrowed(message)))
+                elif self._keep(message):
                     await self.client.send(raw)
-                elif self._narrowed(message):
-                    await self.client.send(json.dumps(message))
 
-    def _narrowed(self, message: dict[str, Any]) -> bool:
-        """Trim an answer to ``Target.getTargets`` to the scope's targets; False for anything else."""
-        infos = (message.get("result") or {}).get("targetInfos")
-        if message.get("id") not in self.scope.target_list_requests or infos is None:
-            return False
-        self.scope.target_list_requests.discard(message["id"])
-        message["result"]["targetInfos"] = [info for info in infos if self.scope.owns(info)]
-        return True
+    def _narrowed(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """An answer to ``Target.getTargets`` trimmed to the scope's targets."""
+        self.scope.target_list_requests.discard(answer["id"])
+        infos = (answer.get("result") or {}).get("targetInfos")
+        if infos is not None:
+            answer["result"]["targetInfos"] = [info for info in infos if self.scope.owns(info)]
+        return answer
 
     def _keep(self, message: dict[str, Any]) -> bool:
         """Whether the browser's message goes to the client as it is."""
@@ -149,9 +149,7 @@ class _Relay:
             return session not in scope.foreign_sessions
         if "id" in message:
             request_id = message["id"]
-            if isinstance(request_id, int) and request_id < 0:
-                return False  # the answer to one of the relay's own commands
-            return request_id not in scope.target_list_requests
+            return not (isinstance(request_id, int) and request_id < 0)  # not an answer to the relay's own
         method = message.get("method")
         if method not in _TARGET_EVENTS:
             return True
@@ -183,7 +181,9 @@ class _Relay:
         message: dict[str, Any] = {"id": next(self._own_ids), "method": method, "params": params or {}}
         if session_id is not None:
             message["sessionId"] = session_id
-        asyncio.get_running_loop().create_task(self._send_quietly(self.browser, message))
+        task = asyncio.get_running_loop().create_task(self._send_quietly(self.browser, message))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     @staticmethod
     async def _send_quietly(connection: ServerConnection | ClientConnection, message: dict[str, Any]) -> None:

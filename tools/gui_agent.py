@@ -16,7 +16,6 @@ import atexit
 import base64
 import contextlib
 import contextvars
-import dataclasses
 import functools
 import gc
 import importlib
@@ -407,8 +406,6 @@ class _RunSpec:
     max_actions: int
     per_step: int
     timeout_s: float
-    chromium_path: str
-    cdp_url: str | None
     viewport: tuple[int, int]
     temperature: float | None
 
@@ -440,12 +437,6 @@ class GuiSession:
     async def close(self) -> None:
         """End the session, its endpoint (and so its browser context) and its temporary folder."""
         await self._stack.aclose()
-
-    async def __aenter__(self) -> GuiSession:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 async def open_gui_session(
@@ -501,9 +492,9 @@ async def run_gui_agent(
     The agent uses browser-use's own OpenAI client against ``base_url``; at most ``max_actions``
     browser actions are taken (the final ``done`` counts), and the whole run ends by ``timeout_s``.
     With ``cdp_url`` (``http://host:port`` or the browser's ``ws://`` address) the agent attaches to
-    that running Chromium (and leaves it running); without,
-    a Chromium is started for this run alone. Either way the agent sees only a fresh browser context
-    of its own (``tools/cdp_scope.py``), so runs can share one Chromium side by side.
+    that running Chromium (and leaves it running); without, a Chromium is started for this run
+    alone. Either way the agent sees only a fresh browser context of its own
+    (``tools/cdp_scope.py``), so runs can share one Chromium side by side.
 
     ``prepared`` (from ``open_gui_session``, for the same ``url`` and ``viewport``) saves the
     session start and the first page load; it is closed at the end either way.
@@ -521,8 +512,6 @@ async def run_gui_agent(
         max_actions=max_actions,
         per_step=max_actions_per_step,
         timeout_s=timeout_s,
-        chromium_path=chromium_path,
-        cdp_url=cdp_url,
         viewport=viewport,
         temperature=temperature,
     )
@@ -535,28 +524,26 @@ async def run_gui_agent(
         return GuiRun(errors=[problem], stopped_reason="error", seconds=round(time.monotonic() - started, 3))
 
     configure_browser_use_env()
-    if prepared is not None:
-        if prepared.fits(url, viewport) and prepared.session.is_cdp_connected:
-            async with prepared:
-                return await asyncio.create_task(_run(
-                    dataclasses.replace(spec, cdp_url=prepared.endpoint.url), prepared.files, started,
-                    prepared.endpoint, prepared,
-                ))
+    if prepared is not None and not (prepared.fits(url, viewport) and prepared.session.is_cdp_connected):
         await prepared.close()  # made for another page, or the browser went away meanwhile
+        prepared = None
     async with contextlib.AsyncExitStack() as stack:
-        if cdp_url is None:
-            try:
-                cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).ws_url
-            except (RuntimeError, OSError) as exc:
-                return GuiRun(errors=[f"Chromium did not start: {_short(str(exc))}"], stopped_reason="error",
-                              seconds=round(time.monotonic() - started, 3))
-        # The agent sees one fresh browser context, never the tabs of captures or other agents.
-        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
-        run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
+        if prepared is not None:
+            stack.push_async_callback(prepared.close)
+            endpoint, run_files = prepared.endpoint, prepared.files
+        else:
+            if cdp_url is None:
+                try:
+                    cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).ws_url
+                except (RuntimeError, OSError) as exc:
+                    return GuiRun(errors=[f"Chromium did not start: {_short(str(exc))}"], stopped_reason="error",
+                                  seconds=round(time.monotonic() - started, 3))
+            # The agent sees one fresh browser context, never the tabs of captures or other agents.
+            endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
+            run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
         # A task of its own, so that the event lock set in it stays with this run's tasks.
-        return await asyncio.create_task(_run(dataclasses.replace(spec, cdp_url=endpoint.url), run_files, started,
-                                              endpoint))
-    raise AssertionError("unreachable")
+        return await asyncio.create_task(_run(spec, run_files, started, endpoint, prepared))
+    raise AssertionError("unreachable: the block returns")
 
 
 def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> BrowserSession:
@@ -585,7 +572,7 @@ def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_file
     return BrowserSession(browser_profile=profile)
 
 
-def _build_agent(spec: _RunSpec, run_files: _RunFiles, prepared: GuiSession | None = None) -> Agent:
+def _build_agent(spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepared: GuiSession | None) -> Agent:
     import_browser_use()
     from browser_use import Agent
     from browser_use.tools.service import Tools
@@ -608,7 +595,7 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles, prepared: GuiSession | No
         llm=llm,
         browser_session=(
             prepared.session if prepared is not None
-            else _browser_session(spec.url, spec.cdp_url or "", spec.viewport, run_files)
+            else _browser_session(spec.url, endpoint_url, spec.viewport, run_files)
         ),
         tools=Tools(exclude_actions=list(EXCLUDED_ACTIONS)),
         use_vision=True,
@@ -635,7 +622,7 @@ async def _run(
     try:
         # The prepared session's event buses already run under its lock: the agent's must share it.
         _own_event_lock(prepared.event_lock if prepared is not None else None)
-        agent = _build_agent(spec, run_files, prepared)
+        agent = _build_agent(spec, run_files, endpoint.url, prepared)
     except Exception as exc:  # bad URL, profile or client settings: report, do not crash the caller
         return GuiRun(errors=[f"GUI agent setup failed: {type(exc).__name__}: {exc}"], stopped_reason="error")
 
