@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from PIL import Image
+from websockets.asyncio.client import connect
 
 from webgen_agent.tools.browser import PageCapture, SharedBrowser
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
@@ -238,8 +240,13 @@ async def test_captures_run_side_by_side_and_beside_an_agent_endpoint(
     assert done == {quick} and "Welcome" in quick.result().visible_text
     await hanging
 
-    # A GUI agent's endpoint held open does not hold captures back.
-    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint:
-        assert endpoint.url.startswith("ws://127.0.0.1:")
+    # A GUI agent busy with a page of its own (one that never finishes loading) does not hold
+    # captures back, and a capture does not touch the agent's tab.
+    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint, connect(endpoint.url) as agent:
+        await agent.send(json.dumps({"id": 1, "method": "Target.createTarget", "params": {"url": pages + "/hang.html"}}))
+        created = json.loads(await asyncio.wait_for(agent.recv(), 10))
         capture = await asyncio.wait_for(shared_browser.capture(pages + "/good.html"), 15)
+        await agent.send(json.dumps({"id": 2, "method": "Target.getTargets", "params": {}}))
+        targets = json.loads(await asyncio.wait_for(agent.recv(), 10))["result"]["targetInfos"]
     assert "Welcome" in capture.visible_text
+    assert [t["targetId"] for t in targets] == [created["result"]["targetId"]]
