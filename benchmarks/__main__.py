@@ -23,24 +23,55 @@ SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_
 
 def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
     checks: list[tuple[str, str, Callable[[dict[str, float]], tuple[str, bool]]]] = [
-        ("step_overhead", "1. source-only step vs upstream-style step (executor, median)",
-         lambda f: (f"{f['source_executor_s']:.2f} s vs {f['baseline_source_s']:.2f} s = {f['source_ratio']:.3f} "
-                    f"(target <= 0.2)", f["source_ratio"] <= 0.2)),
-        ("step_overhead", "1. dependency step vs upstream-style step",
-         lambda f: (f"{f['dependency_executor_s']:.2f} s vs {f['baseline_dependency_s']:.2f} s = "
-                    f"{f['dependency_ratio']:.3f} (no target)", True)),
-        ("concurrency", "2. 4 runs / 1 run wall time",
-         lambda f: (f"{f['wall_ratio']:.2f} (target <= 2)", f["wall_ratio"] <= 2)),
-        ("concurrency", "2. 4 runs / 1 run wall time, model answering after 1 s",
-         lambda f: (f"{f['slow_wall_ratio']:.2f} (same target, shown beside the zero-delay figure)",
-                    f["slow_wall_ratio"] <= 2)),
-        ("concurrency", "2. memory added per extra run",
-         lambda f: (f"{f['added_per_run_mib'] * 2**20 / 1e6:.0f} MB (target <= 300 MB)",
-                    f["added_per_run_mib"] * 2**20 / 1e6 <= 300)),
-        ("model_share", "3. framework share with a 5 s model",
-         lambda f: (f"{f['share']:.1%} (target <= 10%)", f["share"] <= 0.10)),
-        ("export_throughput", "4. Step-GRPO export of 10,000 steps",
-         lambda f: (f"{f['step-grpo_s']:.2f} s (target <= 5 s)", f["step-grpo_s"] <= 5)),
+        (
+            "step_overhead",
+            "1. source-only step vs upstream-style step (executor, median)",
+            lambda f: (
+                f"{f['source_executor_s']:.2f} s vs {f['baseline_source_s']:.2f} s = {f['source_ratio']:.3f} "
+                f"(target <= 0.2)",
+                f["source_ratio"] <= 0.2,
+            ),
+        ),
+        (
+            "step_overhead",
+            "1. dependency step vs upstream-style step",
+            lambda f: (
+                f"{f['dependency_executor_s']:.2f} s vs {f['baseline_dependency_s']:.2f} s = "
+                f"{f['dependency_ratio']:.3f} (no target)",
+                True,
+            ),
+        ),
+        (
+            "concurrency",
+            "2. 4 runs / 1 run wall time",
+            lambda f: (f"{f['wall_ratio']:.2f} (target <= 2)", f["wall_ratio"] <= 2),
+        ),
+        (
+            "concurrency",
+            "2. 4 runs / 1 run wall time, model answering after 1 s",
+            lambda f: (
+                f"{f['slow_wall_ratio']:.2f} (same target, shown beside the zero-delay figure)",
+                f["slow_wall_ratio"] <= 2,
+            ),
+        ),
+        (
+            "concurrency",
+            "2. memory added per extra run",
+            lambda f: (
+                f"{f['added_per_run_mib'] * 2**20 / 1e6:.0f} MB (target <= 300 MB)",
+                f["added_per_run_mib"] * 2**20 / 1e6 <= 300,
+            ),
+        ),
+        (
+            "model_share",
+            "3. framework share with a 5 s model",
+            lambda f: (f"{f['share']:.1%} (target <= 10%)", f["share"] <= 0.10),
+        ),
+        (
+            "export_throughput",
+            "4. Step-GRPO export of 10,000 steps",
+            lambda f: (f"{f['step-grpo_s']:.2f} s (target <= 5 s)", f["step-grpo_s"] <= 5),
+        ),
     ]
     lines = []
     for name, label, check in checks:
@@ -72,8 +103,11 @@ def main(names: list[str]) -> int:
                 figures[name] = json.loads(out.read_text())
     print("\n== summary ==")
     print("\n".join(_target_lines(figures)))
-    print("  " + ", ".join(f"{n} {s:.0f} s" for n, s in durations.items())
-          + f"; whole suite {time.monotonic() - started:.0f} s")
+    print(
+        "  "
+        + ", ".join(f"{n} {s:.0f} s" for n, s in durations.items())
+        + f"; whole suite {time.monotonic() - started:.0f} s"
+    )
     if failed:
         print(f"  FAILED: {', '.join(failed)}")
     return 1 if failed else 0

@@ -41,8 +41,10 @@ def machine() -> str:
     ram = psutil.virtual_memory().total / 2**30
     node = _version(["node", "--version"])
     chromium = _version([os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or "chromium", "--version"])
-    return (f"{cpu}, {os.cpu_count()} cores, {ram:.0f} GiB RAM, {platform.platform()}, "
-            f"Python {platform.python_version()}, Node {node}, {chromium}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {ram:.0f} GiB RAM, {platform.platform()}, "
+        f"Python {platform.python_version()}, Node {node}, {chromium}"
+    )
 
 
 def _version(argv: list[str]) -> str:
@@ -99,7 +101,9 @@ class TreeMemory:
         self._thread.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._stop.set()
         self._thread.join()
 
@@ -139,12 +143,12 @@ def app_files(heading: str, *, with_dependency: bool = False) -> dict[str, str]:
     return {
         "package.json": json.dumps(package, indent=2) + "\n",
         "vite.config.js": "import { defineConfig } from 'vite';\nimport react from '@vitejs/plugin-react';\n\n"
-                          "export default defineConfig({ plugins: [react()] });\n",
-        "index.html": "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"UTF-8\" /><title>Todos</title></head>\n"
-                      "<body><div id=\"root\"></div><script type=\"module\" src=\"/src/main.jsx\"></script></body>\n</html>\n",
+        "export default defineConfig({ plugins: [react()] });\n",
+        "index.html": '<!doctype html>\n<html lang="en">\n<head><meta charset="UTF-8" /><title>Todos</title></head>\n'
+        '<body><div id="root"></div><script type="module" src="/src/main.jsx"></script></body>\n</html>\n',
         "src/main.jsx": "import React from 'react';\nimport { createRoot } from 'react-dom/client';\n"
-                        "import App from './App.jsx';\nimport './styles.css';\n\n"
-                        "createRoot(document.getElementById('root')).render(<App />);\n",
+        "import App from './App.jsx';\nimport './styles.css';\n\n"
+        "createRoot(document.getElementById('root')).render(<App />);\n",
         "src/App.jsx": f"""import React, {{ useState }} from 'react';
 {importer}import TodoList from './components/TodoList.jsx';
 import AddForm from './components/AddForm.jsx';
@@ -185,14 +189,16 @@ export default function TodoList({ items }) {
 }
 """,
         "src/styles.css": "body { font-family: system-ui, sans-serif; background: #eef2ff; margin: 0; }\n"
-                          ".card { max-width: 28rem; margin: 4rem auto; background: white; padding: 2rem; "
-                          "border-radius: 1rem; }\n.title { color: #1e3a8a; }\n.row { display: flex; gap: .5rem; }\n",
+        ".card { max-width: 28rem; margin: 4rem auto; background: white; padding: 2rem; "
+        "border-radius: 1rem; }\n.title { color: #1e3a8a; }\n.row { display: flex; gap: .5rem; }\n",
     }
 
 
 def artifact(files: dict[str, str], title: str = "Todo app") -> str:
     """A coder reply writing ``files`` whole (bolt format)."""
-    actions = "\n".join(f'<boltAction type="file" filePath="{path}">\n{text}</boltAction>' for path, text in files.items())
+    actions = "\n".join(
+        f'<boltAction type="file" filePath="{path}">\n{text}</boltAction>' for path, text in files.items()
+    )
     return f'Here is the app.\n\n<boltArtifact id="todo" title="{title}">\n{actions}\n</boltArtifact>\n'
 
 

@@ -20,13 +20,6 @@ from pathlib import Path
 
 import psutil
 
-from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
-from webgen_agent.graph.resources import Resources, use_resources
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
-
-from benchmarks.model_share import slow_demo
 from benchmarks.common import (
     REPEATS,
     Stopwatch,
@@ -35,6 +28,12 @@ from benchmarks.common import (
     print_header,
     run_main,
 )
+from benchmarks.model_share import slow_demo
+from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.nodes.resources import Resources, use_resources
 
 CONCURRENT = 4
 SLOW_MODEL_S = 1.0  # the second measurement: every model call answered after this long
@@ -54,10 +53,14 @@ def machine_cpu() -> tuple[float, float]:
 async def batch(size: int, *, tag: str, base: Path, db: Path, server_url: str) -> list[str]:
     """``size`` demo runs at once; their statuses."""
     context = scripted_context(server_url, max_steps=8)
-    results = await asyncio.gather(*(
-        run_requirement(DEMO_REQUIREMENT, context=context, run_id=f"{tag}-{n}", out_dir=base / tag / str(n), db_path=db)
-        for n in range(size)
-    ))
+    results = await asyncio.gather(
+        *(
+            run_requirement(
+                DEMO_REQUIREMENT, context=context, run_id=f"{tag}-{n}", out_dir=base / tag / str(n), db_path=db
+            )
+            for n in range(size)
+        )
+    )
     return [r.status for r in results]
 
 
@@ -92,7 +95,9 @@ async def rounds(scenario: Scenario, *, tag: str, memory: TreeMemory | None = No
                             memory.window()
                         cpu_before = machine_cpu()
                         with Stopwatch() as watch:
-                            statuses = await batch(size, tag=f"r{rep}-{size}", base=base, db=db, server_url=server.base_url)
+                            statuses = await batch(
+                                size, tag=f"r{rep}-{size}", base=base, db=db, server_url=server.base_url
+                            )
                         if statuses != ["finished"] * size:
                             raise SystemExit(f"a demo run did not finish: {statuses}")
                         figures[f"{name}_s"] = watch.seconds
@@ -103,8 +108,10 @@ async def rounds(scenario: Scenario, *, tag: str, memory: TreeMemory | None = No
                     last = measured[-1]
                     line = f"  {tag}, round {rep + 1}/{REPEATS}: 1 run {last.single_s:.1f} s, {CONCURRENT} runs {last.multi_s:.1f} s"
                     if memory is not None:
-                        line += (f"; peak PSS {last.single_peak / 2**20:.0f} / {last.multi_peak / 2**20:.0f} MiB "
-                                 f"(RSS {last.single_rss / 2**20:.0f} / {last.multi_rss / 2**20:.0f})")
+                        line += (
+                            f"; peak PSS {last.single_peak / 2**20:.0f} / {last.multi_peak / 2**20:.0f} MiB "
+                            f"(RSS {last.single_rss / 2**20:.0f} / {last.multi_rss / 2**20:.0f})"
+                        )
                     print(line, flush=True)
     return measured
 
@@ -131,25 +138,36 @@ async def main() -> dict[str, float]:
     figures["wall_ratio"] = figures["multi_s"] / figures["single_s"]
     figures["added_per_run_mib"] = (figures["multi_peak_mib"] - figures["single_peak_mib"]) / (CONCURRENT - 1)
     figures["added_per_run_rss_mib"] = (figures["multi_rss_mib"] - figures["single_rss_mib"]) / (CONCURRENT - 1)
-    print(f"  wall time: 1 run {figures['single_s']:.1f} s, {CONCURRENT} runs {figures['multi_s']:.1f} s: "
-          f"ratio {figures['wall_ratio']:.2f} (target <= 2) [median of {REPEATS}]")
-    print(f"  one run alone keeps {figures['single_busy_cores']:.2f} cores busy on average, so {CONCURRENT} runs "
-          f"on 2 cores take at least {CONCURRENT * figures['single_busy_cores'] / 2:.2f}x its time (zero-delay model)")
-    print(f"  peak PSS (agent + children): before any run {figures['idle_mib']:.0f} MiB, 1 run "
-          f"{figures['single_peak_mib']:.0f} MiB, {CONCURRENT} runs {figures['multi_peak_mib']:.0f} MiB: "
-          f"{figures['added_per_run_mib']:.0f} MiB added per extra run (target <= 300 MB) [median of {REPEATS}]")
-    print(f"  peak RSS sums: 1 run {figures['single_rss_mib']:.0f} MiB, {CONCURRENT} runs "
-          f"{figures['multi_rss_mib']:.0f} MiB: {figures['added_per_run_rss_mib']:.0f} MiB per extra run "
-          f"(shared pages counted once per process)")
+    print(
+        f"  wall time: 1 run {figures['single_s']:.1f} s, {CONCURRENT} runs {figures['multi_s']:.1f} s: "
+        f"ratio {figures['wall_ratio']:.2f} (target <= 2) [median of {REPEATS}]"
+    )
+    print(
+        f"  one run alone keeps {figures['single_busy_cores']:.2f} cores busy on average, so {CONCURRENT} runs "
+        f"on 2 cores take at least {CONCURRENT * figures['single_busy_cores'] / 2:.2f}x its time (zero-delay model)"
+    )
+    print(
+        f"  peak PSS (agent + children): before any run {figures['idle_mib']:.0f} MiB, 1 run "
+        f"{figures['single_peak_mib']:.0f} MiB, {CONCURRENT} runs {figures['multi_peak_mib']:.0f} MiB: "
+        f"{figures['added_per_run_mib']:.0f} MiB added per extra run (target <= 300 MB) [median of {REPEATS}]"
+    )
+    print(
+        f"  peak RSS sums: 1 run {figures['single_rss_mib']:.0f} MiB, {CONCURRENT} runs "
+        f"{figures['multi_rss_mib']:.0f} MiB: {figures['added_per_run_rss_mib']:.0f} MiB per extra run "
+        f"(shared pages counted once per process)"
+    )
 
     # The same comparison with every model call answered after SLOW_MODEL_S, as a served model would.
     slow = await rounds(slow_demo(SLOW_MODEL_S), tag=f"{SLOW_MODEL_S:g} s model")
     figures["slow_single_s"] = _median_of(slow, "single_s")
     figures["slow_multi_s"] = _median_of(slow, "multi_s")
     figures["slow_wall_ratio"] = figures["slow_multi_s"] / figures["slow_single_s"]
-    print(f"  with a {SLOW_MODEL_S:g} s model: 1 run {figures['slow_single_s']:.1f} s, {CONCURRENT} runs "
-          f"{figures['slow_multi_s']:.1f} s: ratio {figures['slow_wall_ratio']:.2f} [median of {REPEATS}]")
+    print(
+        f"  with a {SLOW_MODEL_S:g} s model: 1 run {figures['slow_single_s']:.1f} s, {CONCURRENT} runs "
+        f"{figures['slow_multi_s']:.1f} s: ratio {figures['slow_wall_ratio']:.2f} [median of {REPEATS}]"
+    )
     return figures
+
 
 if __name__ == "__main__":
     run_main(main)

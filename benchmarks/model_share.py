@@ -17,16 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
-from webgen_agent.graph.resources import Resources, use_resources
-from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.scripted import server as scripted_server
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
-from webgen_agent.tools.site import SiteRunner
-
 from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
+from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.apps.scripted import server as scripted_server
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.nodes.resources import Resources, use_resources
+from webgen_agent.tools.bolt import parse_reply
+from webgen_agent.tools.site import SiteRunner
 
 MODEL_DELAY_S = 5.0
 
@@ -84,7 +83,9 @@ async def warm_cache(base: Path, cache: Path) -> None:
 
 
 async def main() -> dict[str, float]:
-    print_header(f"3. Framework share of wall time with a {MODEL_DELAY_S:g} s model (demo scenario, every call delayed)")
+    print_header(
+        f"3. Framework share of wall time with a {MODEL_DELAY_S:g} s model (demo scenario, every call delayed)"
+    )
     clock = ModelClock()
     clock.install()
     walls: list[float] = []
@@ -100,16 +101,24 @@ async def main() -> dict[str, float]:
                 context = scripted_context(server.base_url, max_steps=8)
                 async with use_resources(Resources(db, deps_cache_dir=cache)):
                     with Stopwatch() as watch:
-                        result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id=f"slow-{rep}",
-                                                       out_dir=base / f"run{rep}" / "out", db_path=db)
+                        result = await run_requirement(
+                            DEMO_REQUIREMENT,
+                            context=context,
+                            run_id=f"slow-{rep}",
+                            out_dir=base / f"run{rep}" / "out",
+                            db_path=db,
+                        )
                 if result.status != "finished":
                     raise SystemExit(f"the demo run ended {result.status}")
                 busy, count = clock.busy_seconds(watch.started, watch.started + watch.seconds)
                 walls.append(watch.seconds)
                 models.append(busy)
                 calls.append(count)
-                print(f"  run {rep + 1}/{REPEATS}: {watch.seconds:.1f} s wall, {count} model calls, model busy {busy:.1f} s, "
-                      f"framework {watch.seconds - busy:.1f} s ({(watch.seconds - busy) / watch.seconds:.1%})", flush=True)
+                print(
+                    f"  run {rep + 1}/{REPEATS}: {watch.seconds:.1f} s wall, {count} model calls, model busy {busy:.1f} s, "
+                    f"framework {watch.seconds - busy:.1f} s ({(watch.seconds - busy) / watch.seconds:.1%})",
+                    flush=True,
+                )
     shares = [(w - m) / w for w, m in zip(walls, models)]
     figures = {
         "wall_s": median(walls),
@@ -118,9 +127,11 @@ async def main() -> dict[str, float]:
         "share": median(shares),
         "calls": median(calls),
     }
-    print(f"  framework overhead {figures['overhead_s']:.1f} s of {figures['wall_s']:.1f} s wall "
-          f"({figures['calls']:.0f} calls x {MODEL_DELAY_S:g} s, {figures['model_s']:.1f} s with a call in flight): "
-          f"share {figures['share']:.1%} (target <= 10%) [median of {REPEATS}]")
+    print(
+        f"  framework overhead {figures['overhead_s']:.1f} s of {figures['wall_s']:.1f} s wall "
+        f"({figures['calls']:.0f} calls x {MODEL_DELAY_S:g} s, {figures['model_s']:.1f} s with a call in flight): "
+        f"share {figures['share']:.1%} (target <= 10%) [median of {REPEATS}]"
+    )
     return figures
 
 

@@ -27,15 +27,6 @@ import time
 from pathlib import Path
 
 from playwright.async_api import async_playwright
-from webgen_agent.checkpoints.history import final_state
-from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.context import find_chromium
-from webgen_agent.graph.demo import scripted_context
-from webgen_agent.graph.resources import Resources, use_resources
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
-from webgen_agent.tools.site import NPM_INSTALL, SiteRunner, free_port
 
 from benchmarks.common import (
     REPEATS,
@@ -47,6 +38,15 @@ from benchmarks.common import (
     print_header,
     run_main,
 )
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import find_chromium
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.nodes.resources import Resources, use_resources
+from webgen_agent.tools.site import NPM_INSTALL, SiteRunner, free_port
 
 SOURCE_STEPS = (1, 2, 3, 4, 6)  # coder turns that change src/App.jsx only
 DEPENDENCY_STEP = 5  # adds clsx to package.json
@@ -72,8 +72,11 @@ def scenario() -> dict:
         rules.append({"model": "scripted-coder", "turn": step, "content": artifact({p: files[p] for p in changed})})
     rules += [
         # 3/5: good enough to keep going, not good enough for a GUI test: every step is edit + judge.
-        {"model": "scripted-vlm", "schema": "ScreenshotJudgement",
-         "json": {"description": "A todo card.", "score": 3, "suggestions": ["Polish the heading."]}},
+        {
+            "model": "scripted-vlm",
+            "schema": "ScreenshotJudgement",
+            "json": {"description": "A todo card.", "score": 3, "suggestions": ["Polish the heading."]},
+        },
         {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Add a todo."}},
     ]
     return {"name": "step-overhead", "description": "source-only edits and one dependency edit", "rules": rules}
@@ -125,15 +128,28 @@ async def upstream_step(files: dict[str, str], base: Path, playwright, chromium:
             (project / rel).parent.mkdir(parents=True, exist_ok=True)
             (project / rel).write_text(text)
         started = time.monotonic()
-        install = await asyncio.create_subprocess_exec(*NPM_INSTALL, cwd=project, stdout=asyncio.subprocess.DEVNULL,
-                                                       stderr=asyncio.subprocess.DEVNULL)
+        install = await asyncio.create_subprocess_exec(
+            *NPM_INSTALL, cwd=project, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
         if await install.wait() != 0:
             raise SystemExit("baseline npm install failed")
         times["install"] = time.monotonic() - started
         mark = time.monotonic()
         server = await asyncio.create_subprocess_exec(
-            "npm", "run", "dev", "--", "--port", str(free_port()), "--host", "127.0.0.1", "--strictPort",
-            cwd=project, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            "npm",
+            "run",
+            "dev",
+            "--",
+            "--port",
+            str(free_port()),
+            "--host",
+            "127.0.0.1",
+            "--strictPort",
+            cwd=project,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             url = await asyncio.wait_for(_printed_url(server), 30)
             times["start"] = time.monotonic() - mark
@@ -195,8 +211,11 @@ async def main() -> dict[str, float]:
             for rep in range(REPEATS):
                 for kind, step in (("source", SOURCE_STEPS[rep % len(SOURCE_STEPS)]), ("dependency", DEPENDENCY_STEP)):
                     baseline[kind].append(await upstream_step(step_files(step), base, playwright, chromium))
-                print(f"  baseline round {rep + 1}/{REPEATS}: source edit {baseline['source'][-1]['total']:.1f} s, "
-                      f"dependency edit {baseline['dependency'][-1]['total']:.1f} s", flush=True)
+                print(
+                    f"  baseline round {rep + 1}/{REPEATS}: source edit {baseline['source'][-1]['total']:.1f} s, "
+                    f"dependency edit {baseline['dependency'][-1]['total']:.1f} s",
+                    flush=True,
+                )
 
     source = [s for run in runs for s in run if s["index"] in SOURCE_STEPS]
     dependency = [s for run in runs for s in run if s["index"] == DEPENDENCY_STEP]
@@ -220,22 +239,32 @@ async def main() -> dict[str, float]:
     figures["source_ratio"] = figures["source_executor_s"] / figures["baseline_source_s"]
     figures["dependency_ratio"] = figures["dependency_executor_s"] / figures["baseline_dependency_s"]
 
-    print(f"  (a) source-only edit: executor {figures['source_executor_s']:.2f} s "
-          f"(of which freshness check {figures['source_fresh_s']:.3f} s, capture {figures['source_capture_s']:.2f} s); "
-          f"whole step, all nodes {figures['source_step_s']:.2f} s "
-          f"[median of {len(source)} steps in {REPEATS} runs]")
-    print(f"      dev server kept and no install on {kept}/{len(source)} source-only steps; "
-          f"captures showing the step's own heading: {len(source) + len(dependency) - len(stale)}/{len(source) + len(dependency)}"
-          + (f" (STALE at steps {stale})" if stale else ""))
-    print(f"  (b) dependency edit: executor {figures['dependency_executor_s']:.2f} s "
-          f"(npm install {figures['dependency_install_s']:.2f} s, ran on {installed}/{len(dependency)}); "
-          f"whole step {figures['dependency_step_s']:.2f} s [median of {len(dependency)} runs]")
-    print(f"  (c) upstream-style baseline: source edit {figures['baseline_source_s']:.2f} s, dependency edit "
-          f"{figures['baseline_dependency_s']:.2f} s (npm install {figures['baseline_install_s']:.2f} s, "
-          f"server up {figures['baseline_start_s']:.2f} s, fixed wait {UPSTREAM_WAIT_S:.0f} s, new browser + screenshot "
-          f"{figures['baseline_screenshot_s']:.2f} s) [median of {REPEATS} each]")
-    print(f"  ratio (a)/(c): {figures['source_ratio']:.3f} (target <= 0.2); "
-          f"dependency edit (b)/(c): {figures['dependency_ratio']:.3f}")
+    print(
+        f"  (a) source-only edit: executor {figures['source_executor_s']:.2f} s "
+        f"(of which freshness check {figures['source_fresh_s']:.3f} s, capture {figures['source_capture_s']:.2f} s); "
+        f"whole step, all nodes {figures['source_step_s']:.2f} s "
+        f"[median of {len(source)} steps in {REPEATS} runs]"
+    )
+    print(
+        f"      dev server kept and no install on {kept}/{len(source)} source-only steps; "
+        f"captures showing the step's own heading: {len(source) + len(dependency) - len(stale)}/{len(source) + len(dependency)}"
+        + (f" (STALE at steps {stale})" if stale else "")
+    )
+    print(
+        f"  (b) dependency edit: executor {figures['dependency_executor_s']:.2f} s "
+        f"(npm install {figures['dependency_install_s']:.2f} s, ran on {installed}/{len(dependency)}); "
+        f"whole step {figures['dependency_step_s']:.2f} s [median of {len(dependency)} runs]"
+    )
+    print(
+        f"  (c) upstream-style baseline: source edit {figures['baseline_source_s']:.2f} s, dependency edit "
+        f"{figures['baseline_dependency_s']:.2f} s (npm install {figures['baseline_install_s']:.2f} s, "
+        f"server up {figures['baseline_start_s']:.2f} s, fixed wait {UPSTREAM_WAIT_S:.0f} s, new browser + screenshot "
+        f"{figures['baseline_screenshot_s']:.2f} s) [median of {REPEATS} each]"
+    )
+    print(
+        f"  ratio (a)/(c): {figures['source_ratio']:.3f} (target <= 0.2); "
+        f"dependency edit (b)/(c): {figures['dependency_ratio']:.3f}"
+    )
     return figures
 
 

@@ -12,10 +12,10 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.demo import scripted_context
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
 
 FILES = 40
 STEPS = 20
@@ -32,14 +32,22 @@ def artifact(files: dict[str, str]) -> str:
 
 
 def scenario() -> dict:
-    first = {"index.html": "<!doctype html><html><body><h1>Forty modules</h1>"
-                           "<script type=module src=js/m0.js></script></body></html>"}
+    first = {
+        "index.html": "<!doctype html><html><body><h1>Forty modules</h1>"
+        "<script type=module src=js/m0.js></script></body></html>"
+    }
     first |= {f"js/m{n}.js": module(n, 0) for n in range(FILES - 1)}
     rules = [{"model": "scripted-coder", "turn": 0, "content": artifact(first)}]
-    rules += [{"model": "scripted-coder", "turn": k, "content": artifact({"js/m5.js": module(5, k)})}
-              for k in range(1, STEPS)]
-    rules.append({"model": "scripted-vlm", "schema": "ScreenshotJudgement",
-                  "json": {"description": "A heading.", "score": 3, "suggestions": ["More content."]}})
+    rules += [
+        {"model": "scripted-coder", "turn": k, "content": artifact({"js/m5.js": module(5, k)})} for k in range(1, STEPS)
+    ]
+    rules.append(
+        {
+            "model": "scripted-vlm",
+            "schema": "ScreenshotJudgement",
+            "json": {"description": "A heading.", "score": 3, "suggestions": ["More content."]},
+        }
+    )
     rules.append({"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Open the page."}})
     return {"name": "storage", "description": "one file changes per step", "rules": rules}
 
@@ -50,7 +58,8 @@ def table_bytes(db: Path) -> dict[str, int]:
         return {
             "blobs": conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0],
             "checkpoints": conn.execute(
-                "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints").fetchone()[0],
+                "SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints"
+            ).fetchone()[0],
             "writes": conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes").fetchone()[0],
             "file": db.stat().st_size,
         }
@@ -59,8 +68,9 @@ def table_bytes(db: Path) -> dict[str, int]:
 async def stored_bytes(base: Path, server_url: str, steps: int) -> tuple[dict[str, int], Path]:
     db = base / f"run{steps}.db"
     context = scripted_context(server_url, max_steps=steps, backtrack=False)
-    await run_requirement("Forty modules", context=context, run_id=f"storage{steps}", out_dir=base / f"out{steps}",
-                          db_path=db)
+    await run_requirement(
+        "Forty modules", context=context, run_id=f"storage{steps}", out_dir=base / f"out{steps}", db_path=db
+    )
     return table_bytes(db), base / f"out{steps}" / "site"
 
 
@@ -79,12 +89,18 @@ async def main() -> None:
 
         per_step = (total(full) - total(one)) / (STEPS - 1)
         print(f"project: {FILES} files, {project:,} bytes; each later step rewrites one file of {changed:,} bytes")
-        print(f"after step 0: {total(one):,} bytes stored (blobs {one['blobs']:,}, checkpoints {one['checkpoints']:,}, "
-              f"writes {one['writes']:,})")
-        print(f"after {STEPS} steps: {total(full):,} bytes stored (blobs {full['blobs']:,}, "
-              f"checkpoints {full['checkpoints']:,}, writes {full['writes']:,}); database file {full['file']:,} bytes")
-        print(f"each later step adds {per_step:,.0f} bytes; a full project copy per step would add {project:,} bytes "
-              f"({project / per_step:.1f}x more); the edited file itself is {changed:,} bytes")
+        print(
+            f"after step 0: {total(one):,} bytes stored (blobs {one['blobs']:,}, checkpoints {one['checkpoints']:,}, "
+            f"writes {one['writes']:,})"
+        )
+        print(
+            f"after {STEPS} steps: {total(full):,} bytes stored (blobs {full['blobs']:,}, "
+            f"checkpoints {full['checkpoints']:,}, writes {full['writes']:,}); database file {full['file']:,} bytes"
+        )
+        print(
+            f"each later step adds {per_step:,.0f} bytes; a full project copy per step would add {project:,} bytes "
+            f"({project / per_step:.1f}x more); the edited file itself is {changed:,} bytes"
+        )
 
 
 if __name__ == "__main__":

@@ -25,28 +25,34 @@ import tempfile
 import time
 from pathlib import Path
 
-from webgen_agent.graph.bench import run_bench
-from webgen_agent.graph.demo import scripted_context
-from webgen_agent.tools.bench.config import EvalSettings
-from webgen_agent.tools.bench.views import GenerationRecord
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
+from webgen_agent.apps.bench.config import EvalSettings
+from webgen_agent.apps.bench.service import run_bench
+from webgen_agent.apps.bench.views import GenerationRecord
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.tools.webgen_bench import load_records
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "webgen-bench-sample.jsonl"
 
 APP_FILES = {
-    "package.json": json.dumps({
-        "name": "bench-app", "private": True, "type": "module", "scripts": {"dev": "vite"},
-        "dependencies": {"react": "^18.3.1", "react-dom": "^18.3.1"},
-        "devDependencies": {"vite": "^5.4.0", "@vitejs/plugin-react": "^4.3.0"},
-    }, indent=2),
+    "package.json": json.dumps(
+        {
+            "name": "bench-app",
+            "private": True,
+            "type": "module",
+            "scripts": {"dev": "vite"},
+            "dependencies": {"react": "^18.3.1", "react-dom": "^18.3.1"},
+            "devDependencies": {"vite": "^5.4.0", "@vitejs/plugin-react": "^4.3.0"},
+        },
+        indent=2,
+    ),
     "vite.config.js": "import { defineConfig } from 'vite';\nimport react from '@vitejs/plugin-react';\n"
-                      "export default defineConfig({ plugins: [react()] });",
+    "export default defineConfig({ plugins: [react()] });",
     "index.html": '<!doctype html><html lang="en"><head><meta charset="UTF-8" /><title>App</title></head>'
-                  '<body><div id="root"></div><script type="module" src="/src/main.jsx"></script></body></html>',
+    '<body><div id="root"></div><script type="module" src="/src/main.jsx"></script></body></html>',
     "src/main.jsx": "import React from 'react';\nimport { createRoot } from 'react-dom/client';\n"
-                    "import App from './App.jsx';\ncreateRoot(document.getElementById('root')).render(<App />);",
+    "import App from './App.jsx';\ncreateRoot(document.getElementById('root')).render(<App />);",
     "src/App.jsx": """import React, { useState } from 'react';
 export default function App() {
   const [opened, setOpened] = useState(false);
@@ -72,8 +78,11 @@ def scenario() -> Scenario:
     rules = [
         {"model": "scripted-coder", "turn": 0, "content": "Here is the app.\n" + _artifact()},
         {"model": "scripted-coder", "content": "finish"},
-        {"model": "scripted-vlm", "schema": "ScreenshotJudgement",
-         "json": {"description": "A dashboard.", "score": 4, "suggestions": []}},
+        {
+            "model": "scripted-vlm",
+            "schema": "ScreenshotJudgement",
+            "json": {"description": "A dashboard.", "score": 4, "suggestions": []},
+        },
         {"model": "scripted-vlm", **click},
         {"model": "scripted-vlm", **done},
         {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Open the section."}},
@@ -88,8 +97,11 @@ def scenario() -> Scenario:
 def _stats(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
-    return {"mean": round(statistics.mean(values), 2), "median": round(statistics.median(values), 2),
-            "max": round(max(values), 2)}
+    return {
+        "mean": round(statistics.mean(values), 2),
+        "median": round(statistics.median(values), 2),
+        "max": round(max(values), 2),
+    }
 
 
 async def measure(out: Path, workers: int, limit: int | None) -> dict:
@@ -101,7 +113,9 @@ async def measure(out: Path, workers: int, limit: int | None) -> dict:
         started = time.monotonic()
         summary = await run_bench(records, data=SAMPLE, out_dir=out, eval_settings=settings, context=context)
         wall = time.monotonic() - started
-    generated = [GenerationRecord.model_validate_json(line) for line in (out / "generation.jsonl").read_text().splitlines()]
+    generated = [
+        GenerationRecord.model_validate_json(line) for line in (out / "generation.jsonl").read_text().splitlines()
+    ]
     cases = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     sites = [json.loads(line) for line in (out / "sites.jsonl").read_text().splitlines()]
     runs = [json.loads((out / "runs" / g.record_id / "run.json").read_text()) for g in generated]

@@ -33,8 +33,8 @@ from webgen_agent.checkpoints.views import (
     StepGrpoRecord,
     TokenLogprob,
 )
-from webgen_agent.graph.state import Step
-from webgen_agent.nodes.views import Critique
+from webgen_agent.core.state import Step
+from webgen_agent.core.views import Critique
 
 T = TypeVar("T")
 
@@ -149,7 +149,9 @@ class BlobTexts:
         """The coder messages a step's ``prompt`` blob (a JSON list of ChatRef) names, texts filled in."""
         cached = self._prompts.get(digest)
         if cached is None:
-            cached = self._prompts[digest] = [self._message(ref["role"], ref["hash"]) for ref in self._chat_refs(digest)]
+            cached = self._prompts[digest] = [
+                self._message(ref["role"], ref["hash"]) for ref in self._chat_refs(digest)
+            ]
         return cached
 
     def _chat_refs(self, digest: str) -> list[dict[str, str]]:
@@ -293,18 +295,20 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
             continue  # the step budget ran out after the critique: no refinement to credit
         critique = Critique.model_validate(texts.json(step["critique"]))
         before_reward, after_reward = step_reward(step, steps), step_reward(after, steps)
-        records.append(CriticRecord(
-            group_id=trajectory.group_id,
-            trajectory_id=trajectory.trajectory_id,
-            step=step["index"],
-            next_step=after["index"],
-            prompt=[ChatMessage.model_validate(m) for m in texts.json(step["critic_prompt"])],
-            completion=critique.model_dump_json(),
-            critique=critique,
-            reward_before=before_reward,
-            reward_after=after_reward,
-            credit=after_reward - before_reward,
-        ))
+        records.append(
+            CriticRecord(
+                group_id=trajectory.group_id,
+                trajectory_id=trajectory.trajectory_id,
+                step=step["index"],
+                next_step=after["index"],
+                prompt=[ChatMessage.model_validate(m) for m in texts.json(step["critic_prompt"])],
+                completion=critique.model_dump_json(),
+                critique=critique,
+                reward_before=before_reward,
+                reward_after=after_reward,
+                credit=after_reward - before_reward,
+            )
+        )
     # Critiques are small: collecting them first costs little and allows the Arrow-friendly order.
     yield from arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,18 @@ class HistoryRow(BaseModel):
 
 
 async def final_state(db_path: str | Path, run_id: str) -> dict[str, Any]:
-    """The run's latest checkpointed state (empty when the run has no checkpoints)."""
+    """The run's latest checkpointed state (empty when the run has no checkpoints).
+
+    Read from the checkpoint itself, so that remembering needs no graph: the saved channel values
+    are the state (reducers already applied).
+    """
     from webgen_agent.checkpoints.saver import open_checkpointer
-    from webgen_agent.graph.builder import compile_graph
 
     async with open_checkpointer(db_path) as saver:
-        snapshot = await compile_graph(saver).aget_state({"configurable": {"thread_id": run_id}})
-    return dict(snapshot.values)
+        found = await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
+    if found is None:
+        return {}
+    return {key: value for key, value in found.checkpoint["channel_values"].items() if not key.startswith("__")}
 
 
 async def snapshots(graph: CompiledStateGraph, run_id: str) -> list[StateSnapshot]:
@@ -78,10 +82,6 @@ def history_rows(history: list[StateSnapshot]) -> list[HistoryRow]:
             )
         )
     return rows
-
-
-def checkpoint_time(snap: StateSnapshot) -> datetime | None:
-    return datetime.fromisoformat(snap.created_at) if snap.created_at else None
 
 
 def events(history: list[StateSnapshot]) -> list[dict[str, Any]]:

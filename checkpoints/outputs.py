@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.state import Event, Step
+from webgen_agent.core.state import Event, Step
 
 
 class StepSummary(BaseModel):
@@ -29,7 +29,7 @@ class StepSummary(BaseModel):
     tokens: dict[str, dict[str, int]] = Field(default_factory=dict, description="node -> {input, output, calls}")
 
     @classmethod
-    def of(cls, step: Step) -> "StepSummary":
+    def of(cls, step: Step) -> StepSummary:
         execution = step.get("execution") or {}
         return cls(
             index=step["index"],
@@ -62,7 +62,7 @@ class RunSummary(BaseModel):
     model_calls: int
 
     @classmethod
-    def of(cls, state: dict[str, Any]) -> "RunSummary":
+    def of(cls, state: dict[str, Any]) -> RunSummary:
         steps = [StepSummary.of(s) for s in state.get("steps", [])]
         tokens = [t for s in steps for t in s.tokens.values()]
         return cls(

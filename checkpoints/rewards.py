@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from webgen_agent.graph.state import Step
+from webgen_agent.core.state import Step
 
 MALFORMED_REWARD = -1.0
 EPSILON = 1e-6

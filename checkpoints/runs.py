@@ -54,10 +54,21 @@ class RunIndex:
     def __init__(self, db_path: str | Path) -> None:
         self.db = open_database(db_path)
         if "runs" not in self.db.table_names():
-            columns = {name: (field.annotation if field.annotation in (str, int, float) else str)
-                       for name, field in RunRecord.model_fields.items()}
-            columns.update(fork_step=int, chosen_step=int, pid=int, steps=int, best_screenshot=int, best_gui=int,
-                           created_at=float, updated_at=float, pid_started=float)
+            columns = {
+                name: (field.annotation if field.annotation in (str, int, float) else str)
+                for name, field in RunRecord.model_fields.items()
+            }
+            columns.update(
+                fork_step=int,
+                chosen_step=int,
+                pid=int,
+                steps=int,
+                best_screenshot=int,
+                best_gui=int,
+                created_at=float,
+                updated_at=float,
+                pid_started=float,
+            )
             self.db["runs"].create(columns, pk="run_id", if_not_exists=True)
             self.db["runs"].create_index(["group_id"], if_not_exists=True)
 

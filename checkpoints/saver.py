@@ -58,7 +58,7 @@ class ContentAddressedSerde(SerializerProtocol):
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_, payload = data
         if type_.startswith(_ZLIB):
-            data = (type_[len(_ZLIB):], zlib.decompress(payload))
+            data = (type_[len(_ZLIB) :], zlib.decompress(payload))
         obj = self.inner.loads_typed(data)
         if _is_checkpoint(obj):
             obj["channel_values"] = {k: self._unpack(v) for k, v in obj["channel_values"].items()}
@@ -151,8 +151,16 @@ class AtomicWritesSaver(AsyncSqliteSaver):
         where = config["configurable"]
         values: list[Any] = []
         for idx, (channel, value) in enumerate(writes):
-            values += [str(where["thread_id"]), str(where["checkpoint_ns"]), str(where["checkpoint_id"]), task_id,
-                       task_path, WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value)]
+            values += [
+                str(where["thread_id"]),
+                str(where["checkpoint_ns"]),
+                str(where["checkpoint_id"]),
+                task_id,
+                task_path,
+                WRITES_IDX_MAP.get(channel, idx),
+                channel,
+                *self.serde.dumps_typed(value),
+            ]
         rows = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(writes))
         await self.setup()
         async with self.lock:

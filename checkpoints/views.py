@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from webgen_agent.nodes.views import Critique
+from webgen_agent.core.views import Critique
 
 ExportFormat = Literal["step-grpo", "sft", "critic", "rewards"]
 

@@ -120,13 +120,13 @@ async def run_pipeline(
 def model_context(scripted: bool, runs_dir: Path) -> Iterator[AgentContext]:
     """Real endpoints from the environment, or the project's scripted model server (offline)."""
     if not scripted:
-        from webgen_agent.graph.context import Settings
+        from webgen_agent.core.context import Settings
 
         yield Settings().to_context(runs_dir=str(runs_dir))
         return
-    from webgen_agent.graph.demo import scenario_path, scripted_context
-    from webgen_agent.tools.scripted.server import ScriptedServer
-    from webgen_agent.tools.scripted.views import Scenario
+    from webgen_agent.apps.demo import scenario_path, scripted_context
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
 
     with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
         yield scripted_context(server.base_url, max_steps=6, runs_dir=str(runs_dir))
@@ -136,12 +136,15 @@ def print_event(namespace: tuple[str, ...], event: dict[str, Any]) -> None:
     if event.get("phase") != "end":
         return
     scores = "".join(
-        f" {label} {event[key]}/5" for key, label in (("screenshot_score", "screenshot"), ("gui_score", "GUI"))
+        f" {label} {event[key]}/5"
+        for key, label in (("screenshot_score", "screenshot"), ("gui_score", "GUI"))
         if event.get(key)
     )
     where = "/".join(part.split(":")[0] for part in namespace)
-    print(f"[{where}] step {event.get('step')} {event['node']:<16} {event.get('seconds', 0):6.2f}s{scores}"
-          f"  {event.get('message', '')[:70]}")
+    print(
+        f"[{where}] step {event.get('step')} {event['node']:<16} {event.get('seconds', 0):6.2f}s{scores}"
+        f"  {event.get('message', '')[:70]}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,8 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scripted", action="store_true", help="Use the offline scripted model.")
     args = parser.parse_args(argv)
     with model_context(args.scripted, args.out / "runs") as context:
-        final = asyncio.run(run_pipeline(args.brief, context=context, out_dir=args.out / "site-run",
-                                         db_path=args.out / "webgen.db", on_event=print_event))
+        final = asyncio.run(
+            run_pipeline(
+                args.brief,
+                context=context,
+                out_dir=args.out / "site-run",
+                db_path=args.out / "webgen.db",
+                on_event=print_event,
+            )
+        )
     print(f"requirement: {final['requirement']}")
     print(f"review: {final['review']}")
     return 0 if final.get("status") == "finished" else 1

@@ -7,6 +7,7 @@ travels in the run metadata so trajectories of one instruction can be found toge
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
@@ -19,16 +20,26 @@ from pydantic import BaseModel
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.core.context import DEFAULT_DB, AgentContext
+from webgen_agent.core.state import InputState
 from webgen_agent.graph.builder import compile_graph
-from webgen_agent.graph.context import DEFAULT_DB, AgentContext
-from webgen_agent.graph.resources import Resources, _bound, use_resources
-from webgen_agent.graph.state import InputState
+from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 # Settings that shape a run's behaviour (not secrets); recorded so resume and fork keep them.
-RUN_SETTINGS = ("max_steps", "error_limit", "backtrack", "select_best", "appearance_threshold", "critic",
-                "gui_max_actions", "allow_shell", "viewport_width", "viewport_height")
+RUN_SETTINGS = (
+    "max_steps",
+    "error_limit",
+    "backtrack",
+    "select_best",
+    "appearance_threshold",
+    "critic",
+    "gui_max_actions",
+    "allow_shell",
+    "viewport_width",
+    "viewport_height",
+)
 
 
 class RunResult(BaseModel):
@@ -49,9 +60,9 @@ def run_config(run_id: str, group_id: str = "") -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def bound_resources(db_path: Path, context: AgentContext) -> AsyncIterator[Resources]:
+async def run_resources(db_path: Path, context: AgentContext) -> AsyncIterator[Resources]:
     """The resources already bound by the caller, or a fresh set closed at the end."""
-    existing = _bound.get()
+    existing = bound_resources()
     if existing is not None:
         yield existing
         return
@@ -70,7 +81,7 @@ async def _drive(
     runs = RunIndex(db_path)
     runs.start(record)
     config = run_config(record.run_id, record.group_id)
-    async with bound_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
+    async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
         try:
             async for mode, chunk in graph.astream(
@@ -80,7 +91,7 @@ async def _drive(
                     on_progress(chunk["webgen"])
         except BaseException as exc:
             # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
-            interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or exc.__class__.__name__ == "CancelledError"
+            interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(exc, asyncio.CancelledError)
             runs.update(record.run_id, status="interrupted" if interrupted else "failed", error=str(exc)[:2000])
             raise
         state = (await graph.aget_state(config)).values
@@ -185,7 +196,7 @@ async def fork_run(
     The new run continues with a Refiner turn answering step ``step``'s feedback (plus ``note``).
     """
     from webgen_agent.checkpoints.history import snapshots, step_checkpoints
-    from webgen_agent.nodes.critic import results_text, template_feedback
+    from webgen_agent.nodes.feedback import results_text, template_feedback
 
     runs = RunIndex(db_path)
     original = runs.get(run_id)
@@ -195,7 +206,7 @@ async def fork_run(
     if runs.get(new_run_id) is not None:
         raise ValueError(f"run {new_run_id} already exists")
     out = Path(out_dir) if out_dir else Path(context.runs_dir) / new_run_id
-    async with bound_resources(Path(db_path), context) as resources, open_checkpointer(db_path) as saver:
+    async with run_resources(Path(db_path), context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
         snap = step_checkpoints(await snapshots(graph, run_id)).get(step)
         if snap is None:
@@ -223,7 +234,10 @@ async def fork_run(
         config = run_config(new_run_id, original.group_id)
         # Written as if the critic had just run, so the next node is the Refiner (or finalize at budget);
         # the runtime carries the context so the critic's router sees this run's limits.
-        update_config = {**config, "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)}}
+        update_config = {
+            **config,
+            "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)},
+        }
         await graph.aupdate_state(update_config, values, as_node="critic")
     record = RunRecord(
         run_id=new_run_id,

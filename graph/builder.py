@@ -13,8 +13,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import get_runtime
 from langgraph.types import Checkpointer
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.state import AgentState, InputState, OutputState
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, InputState, OutputState
 from webgen_agent.nodes.backtrack import backtrack
 from webgen_agent.nodes.critic import critic
 from webgen_agent.nodes.executor import executor
@@ -40,7 +40,11 @@ class RoutingLimits(Protocol):
 
 # Used only when a router runs outside a run (e.g. a state update from Studio without context).
 DEFAULT_LIMITS: RoutingLimits = AgentContext.model_construct(
-    **{name: field.default for name, field in AgentContext.model_fields.items() if name in RoutingLimits.__annotations__}
+    **{
+        name: field.default
+        for name, field in AgentContext.model_fields.items()
+        if name in RoutingLimits.__annotations__
+    }
 )
 
 
@@ -69,7 +73,9 @@ def route_after_coder(
     raise RoutingError(f"step {step.get('index')} has unknown action {action!r}")
 
 
-def route_after_executor(state: AgentState, context: RoutingLimits) -> Literal["screenshot_judge", "critic", "backtrack"]:
+def route_after_executor(
+    state: AgentState, context: RoutingLimits
+) -> Literal["screenshot_judge", "critic", "backtrack"]:
     step = state["steps"][state["current"]]
     execution = step.get("execution")
     if execution is None:

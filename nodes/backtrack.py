@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.state import AgentState, ChatRef
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, node, store
-from webgen_agent.nodes.critic import results_text, template_feedback
+from webgen_agent.nodes.feedback import results_text, template_feedback
 from webgen_agent.nodes.selection import best_good_step
 
 
@@ -29,13 +29,25 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
             "edit_step": None,
             "consecutive_errors": 0,
             "feedback": None,
-            "events": [{"kind": "restart", "after_step": after, "target_step": None,
-                        "reason": f"{count} consecutive errored steps and no good step to return to"}],
+            "events": [
+                {
+                    "kind": "restart",
+                    "after_step": after,
+                    "target_step": None,
+                    "reason": f"{count} consecutive errored steps and no good step to return to",
+                }
+            ],
             "_message": "restart from the requirement",
         }
-    conversation: list[ChatRef] = [*blobs.get_json(target["prompt"]), {"role": "assistant", "hash": target["completion"]}]
+    conversation: list[ChatRef] = [
+        *blobs.get_json(target["prompt"]),
+        {"role": "assistant", "hash": target["completion"]},
+    ]
     note = prompts.BACKTRACK_NOTE.format(
-        count=count, target=target["index"], screenshot=target.get("screenshot_score", 0), gui=target.get("gui_score", 0)
+        count=count,
+        target=target["index"],
+        screenshot=target.get("screenshot_score", 0),
+        gui=target.get("gui_score", 0),
     )
     results, focus = results_text(target, None)
     feedback = blobs.put_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
@@ -45,7 +57,13 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         "edit_step": target["index"],
         "consecutive_errors": 0,
         "feedback": feedback,
-        "events": [{"kind": "backtrack", "after_step": after, "target_step": target["index"],
-                    "reason": f"{count} consecutive errored steps"}],
+        "events": [
+            {
+                "kind": "backtrack",
+                "after_step": after,
+                "target_step": target["index"],
+                "reason": f"{count} consecutive errored steps",
+            }
+        ],
         "_message": f"back to step {target['index']}",
     }

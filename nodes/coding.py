@@ -6,8 +6,8 @@ from typing import Literal
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.state import AgentState, ChatRef, Step
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, ChatRef, Step
 from webgen_agent.nodes.common import Update, store, usage_record
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import complete

@@ -10,9 +10,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState, ProgressEvent, Step
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.events import ProgressEvent
+from webgen_agent.core.state import AgentState, Step
+from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import Usage
 
 Update = dict[str, Any]

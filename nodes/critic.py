@@ -8,61 +8,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.state import AgentState, Step
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
-from webgen_agent.nodes.views import Critique
+from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback
 from webgen_agent.tools.models import ask_structured
-
-
-def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
-    """(what happened, what to fix first) for a coder step and the edit step it concerns."""
-    sections: list[str] = []
-    problems = step.get("problems") or []
-    if step.get("action") == "malformed":
-        sections.append("Your last reply could not be used:\n" + prompts.bullet_list(problems))
-        return "\n\n".join(sections), "Reply in the required format."
-    if problems:
-        sections.append("Notes on your last reply:\n" + prompts.bullet_list(problems))
-    target = tested or step
-    execution = target.get("execution") or {}
-    focus = "Improve the website."
-    if execution and not execution.get("ok", False):
-        stage = execution.get("stage", "?")
-        sections.append(f"Running the project failed at the {stage} stage:\n{execution.get('error') or '(no details)'}")
-        return "\n\n".join(sections), f"Fix the {stage} error first."
-    if execution:
-        install = "dependencies installed" if execution.get("install_ran") else "dependencies unchanged"
-        sections.append(f"The project ran: {install}, the dev server answered and the page rendered.")
-    if target.get("description") or target.get("screenshot_score"):
-        sections.append(
-            f"Screenshot of the landing page, graded {target.get('screenshot_score', 0)}/5:\n"
-            f"{target.get('description', '')}\nSuggestions:\n{prompts.bullet_list(target.get('suggestions') or [])}"
-        )
-        focus = "Improve the appearance following the screenshot suggestions."
-    if target.get("gui_passed") is not None:
-        verdict = "passed" if target["gui_passed"] else "failed"
-        sections.append(
-            f"GUI test {verdict}, graded {target.get('gui_score', 0)}/5. Suggestions:\n"
-            f"{prompts.bullet_list(target.get('gui_suggestions') or [])}"
-        )
-        if not target["gui_passed"]:
-            focus = "Fix the functions the GUI test found broken."
-    return "\n\n".join(sections), focus
-
-
-def template_feedback(requirement: str, results: str, focus: str) -> str:
-    return (
-        f"{results}\n\nWhat to do next: {focus}\n\n"
-        f"The requirement, for reference:\n{requirement.strip()}\n\n{prompts.WHOLE_FILES_REMINDER}"
-    )
-
-
-def format_critique(critique: Critique) -> str:
-    checks = "\n".join(f"- [{c.status}] {c.requirement}: {c.evidence}" for c in critique.checks)
-    plan = "\n".join(f"{n}. {item}" for n, item in enumerate(critique.plan, 1))
-    return f"Requirement check:\n{checks}\n\nDiagnosis: {critique.diagnosis}\n\nRepair plan:\n{plan}"
 
 
 @node("critic")

@@ -11,9 +11,8 @@ from pathlib import Path, PurePosixPath
 from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState, Step
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, Step
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
     Update,
@@ -22,6 +21,7 @@ from webgen_agent.nodes.common import (
     prepared_workspace,
     workspace_dir,
 )
+from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.site import run_shell
 from webgen_agent.tools.workspace import apply_files

@@ -7,10 +7,10 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.outputs import write_run_outputs
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState
 from webgen_agent.nodes.common import Update, node, workspace_dir
+from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.selection import best_step, code_steps
 
 
@@ -34,11 +34,17 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         "status": "finished",
         "chosen_step": chosen["index"] if chosen else None,
         "site_dir": str(site_dir) if chosen else None,
-        "events": [{"kind": "finalize", "after_step": state.get("current", -1),
-                    "target_step": chosen["index"] if chosen else None,
-                    "reason": "best step" if runtime.context.select_best else "last step"}],
+        "events": [
+            {
+                "kind": "finalize",
+                "after_step": state.get("current", -1),
+                "target_step": chosen["index"] if chosen else None,
+                "reason": "best step" if runtime.context.select_best else "last step",
+            }
+        ],
     }
-    write_run_outputs(out_dir, {**state, **update, "events": [*state.get("events", []), *update["events"]]},
-                      resources.store)
+    write_run_outputs(
+        out_dir, {**state, **update, "events": [*state.get("events", []), *update["events"]]}, resources.store
+    )
     update["_message"] = f"chose step {update['chosen_step']}"
     return update

@@ -14,13 +14,13 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
 from webgen_agent.nodes.common import Update, node, usage_record
-from webgen_agent.nodes.gui_tester import early_test_instruction, warm_gui_agent
+from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
+from webgen_agent.nodes.resources import get_resources
 
 
 def run_identity(state: AgentState, context: AgentContext) -> Update:

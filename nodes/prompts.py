@@ -101,9 +101,7 @@ BACKTRACK_NOTE = """The last {count} steps all failed, so the project was rolled
 steps; improve step {target}'s code instead."""
 
 # Purpose: reminder appended to every feedback message.
-WHOLE_FILES_REMINDER = (
-    "Reply with a <boltArtifact> of whole files to fix this, or with screenshot_validated or finish."
-)
+WHOLE_FILES_REMINDER = "Reply with a <boltArtifact> of whole files to fix this, or with screenshot_validated or finish."
 
 
 def generator_user(requirement: str) -> str:

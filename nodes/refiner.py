@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.state import AgentState, ChatRef
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes.coding import coder_turn
 from webgen_agent.nodes.common import Update, node
 

@@ -7,12 +7,12 @@ import base64
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.graph.context import AgentContext
-from webgen_agent.graph.resources import get_resources
-from webgen_agent.graph.state import AgentState, Step
+from webgen_agent.core.context import AgentContext
+from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.views import ScreenshotJudgement
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
-from webgen_agent.nodes.views import ScreenshotJudgement
+from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import ask_structured
 
 # A step whose screenshot is graded at or below this counts as errored (upstream rule).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webgen_agent.graph.state import Step
+from webgen_agent.core.state import Step
 
 GOOD_SCREENSHOT = 3
 

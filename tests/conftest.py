@@ -6,7 +6,6 @@ from __future__ import annotations
 # One tiny React + Vite project installed once per session into a shared dependency cache, and one
 # shared Chromium. Tests copy the template with ``vite_template.make_workspace(dir)`` and give
 # ``SiteRunner`` the ``deps_cache_dir``: node_modules then comes from the cache by hardlinks.
-
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +135,7 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
 async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str, vite_template):
     import os
 
-    from webgen_agent.graph.demo import run_demo
+    from webgen_agent.apps.demo import run_demo
 
     os.environ["WEBGEN_CHROMIUM"] = chromium_path
     base = tmp_path_factory.mktemp("demo")

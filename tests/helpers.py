@@ -25,8 +25,13 @@ def checkpoint_count(db: Path, run_id: str) -> int:
 
 
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "webgen_agent", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "webgen_agent", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
@@ -48,11 +53,7 @@ def owned_groups(db: Path, owner: int) -> list[int]:
 
 
 def group_alive(pgid: int) -> bool:
-    return any(
-        p.status() != psutil.STATUS_ZOMBIE
-        for p in psutil.process_iter()
-        if _pgid(p.pid) == pgid
-    )
+    return any(p.status() != psutil.STATUS_ZOMBIE for p in psutil.process_iter() if _pgid(p.pid) == pgid)
 
 
 def _pgid(pid: int) -> int | None:
@@ -64,5 +65,3 @@ def _pgid(pid: int) -> int | None:
 
 def site_files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in iter_project_files(folder)}
-
-

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from webgen_agent.graph.cli import app
-from webgen_agent.tools.bench.evaluate import parse_answer
-from webgen_agent.tools.bench.results import JsonlStore
-from webgen_agent.tools.bench.score import rates
-from webgen_agent.tools.bench.views import CaseResult
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
+from webgen_agent.apps.bench.evaluate import parse_answer
+from webgen_agent.apps.bench.results import JsonlStore
+from webgen_agent.apps.bench.score import rates
+from webgen_agent.apps.bench.views import CaseResult
+from webgen_agent.apps.cli.main import app
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 
 SAMPLE = Path(__file__).parent / "data" / "webgen-bench-sample.jsonl"
 TRIVIA, MAPPING, DASHBOARD = "000008", "000002", "000003"
@@ -55,8 +55,13 @@ document.getElementById('start').onclick = () => {
 </body></html>
 """
 
-NEVER_STARTS = json.dumps({"name": "maps", "private": True,
-                           "scripts": {"dev": "node -e \"console.error('config missing'); process.exit(1)\""}})
+NEVER_STARTS = json.dumps(
+    {
+        "name": "maps",
+        "private": True,
+        "scripts": {"dev": "node -e \"console.error('config missing'); process.exit(1)\""},
+    }
+)
 
 
 def artifact(files: dict[str, str]) -> str:
@@ -77,37 +82,83 @@ HOMEPAGE = "Navigate to the homepage of the neighborhood"
 # name -> rule; names let the tests find which rule answered a request.
 RULES: dict[str, dict] = {
     # -- the agent (generation) --
-    "coder-trivia": {"model": "scripted-coder", "turn": 0, "contains": ["trivia contest"],
-                     "content": "Here is the site.\n" + artifact({"index.html": TRIVIA_PAGE})},
-    "coder-mapping": {"model": "scripted-coder", "turn": 0, "contains": ["neighborhood mapping"],
-                      "content": artifact({"package.json": NEVER_STARTS})},
+    "coder-trivia": {
+        "model": "scripted-coder",
+        "turn": 0,
+        "contains": ["trivia contest"],
+        "content": "Here is the site.\n" + artifact({"index.html": TRIVIA_PAGE}),
+    },
+    "coder-mapping": {
+        "model": "scripted-coder",
+        "turn": 0,
+        "contains": ["neighborhood mapping"],
+        "content": artifact({"package.json": NEVER_STARTS}),
+    },
     "coder-finish": {"model": "scripted-coder", "content": "finish"},
-    "test-instruction": {"model": "scripted-feedback", "schema": "TestInstruction",
-                         "json": {"instruction": "Use every function of the site. Answer YES or NO."}},
-    "judge": {"model": "scripted-vlm", "schema": "ScreenshotJudgement",
-              "json": {"description": "A plain trivia page.", "score": 3, "suggestions": ["Add colour."]}},
+    "test-instruction": {
+        "model": "scripted-feedback",
+        "schema": "TestInstruction",
+        "json": {"instruction": "Use every function of the site. Answer YES or NO."},
+    },
+    "judge": {
+        "model": "scripted-vlm",
+        "schema": "ScreenshotJudgement",
+        "json": {"description": "A plain trivia page.", "score": 3, "suggestions": ["Add colour."]},
+    },
     # -- the evaluation: GUI agent steps, by test case and by what the page shows --
-    "enroll-yes": {"model": "scripted-eval-vlm", "contains": [ENROLL], "page_contains": ["Enrolled: General Knowledge Cup"],
-                   **done("YES - the confirmation 'Enrolled: General Knowledge Cup' appeared.")},
-    "enroll-click": {"model": "scripted-eval-vlm", "turn": 0, "contains": [ENROLL],
-                     "agent": {"actions": [{"click": {"target": "Enroll"}}], "next_goal": "Check the confirmation."}},
+    "enroll-yes": {
+        "model": "scripted-eval-vlm",
+        "contains": [ENROLL],
+        "page_contains": ["Enrolled: General Knowledge Cup"],
+        **done("YES - the confirmation 'Enrolled: General Knowledge Cup' appeared."),
+    },
+    "enroll-click": {
+        "model": "scripted-eval-vlm",
+        "turn": 0,
+        "contains": [ENROLL],
+        "agent": {"actions": [{"click": {"target": "Enroll"}}], "next_goal": "Check the confirmation."},
+    },
     "enroll-no": {"model": "scripted-eval-vlm", "contains": [ENROLL], **done("NO - no confirmation appeared.", False)},
-    "question-partial": {"model": "scripted-eval-vlm", "contains": [QUESTION], "page_contains": ["Question 1:"],
-                         **done("PARTIAL - the first question is shown, but without answer options.")},
-    "question-click": {"model": "scripted-eval-vlm", "turn": 0, "contains": [QUESTION],
-                       "agent": {"actions": [{"click": {"target": "Start contest"}}]}},
+    "question-partial": {
+        "model": "scripted-eval-vlm",
+        "contains": [QUESTION],
+        "page_contains": ["Question 1:"],
+        **done("PARTIAL - the first question is shown, but without answer options."),
+    },
+    "question-click": {
+        "model": "scripted-eval-vlm",
+        "turn": 0,
+        "contains": [QUESTION],
+        "agent": {"actions": [{"click": {"target": "Start contest"}}]},
+    },
     "question-no": {"model": "scripted-eval-vlm", "contains": [QUESTION], **done("NO - no question appeared.", False)},
-    "leaderboard-no": {"model": "scripted-eval-vlm", "contains": [LEADERBOARD],
-                       **done("NO - the leaderboard lists no ranking and no scores.", False)},
+    "leaderboard-no": {
+        "model": "scripted-eval-vlm",
+        "contains": [LEADERBOARD],
+        **done("NO - the leaderboard lists no ranking and no scores.", False),
+    },
     # Three scrolls use up the whole budget of 3 actions: no final answer, the feedback model decides.
-    "colours-scroll": {"model": "scripted-eval-vlm", "contains": [COLOURS],
-                       "agent": {"actions": [{"scroll": "down"}, {"scroll": "up"}, {"scroll": "down"}]}},
-    "colours-verdict": {"model": "scripted-eval-feedback", "schema": "CaseVerdict", "contains": [COLOURS],
-                        "json": {"verdict": "YES", "reason": "Beige background and saddle-brown buttons are visible."}},
-    "homepage-yes": {"model": "scripted-eval-vlm", "contains": [HOMEPAGE],
-                     **done("YES - the homepage offers demographic, economic and crime comparisons.")},
-    "appearance": {"model": "scripted-eval-vlm", "schema": "AppearanceGrade",
-                   "json": {"score": 4, "reason": "Renders cleanly, on topic, tidy but plain."}},
+    "colours-scroll": {
+        "model": "scripted-eval-vlm",
+        "contains": [COLOURS],
+        "agent": {"actions": [{"scroll": "down"}, {"scroll": "up"}, {"scroll": "down"}]},
+    },
+    "colours-verdict": {
+        "model": "scripted-eval-feedback",
+        "schema": "CaseVerdict",
+        "contains": [COLOURS],
+        "json": {"verdict": "YES", "reason": "Beige background and saddle-brown buttons are visible."},
+    },
+    "homepage-yes": {
+        "model": "scripted-eval-vlm",
+        "contains": [HOMEPAGE],
+        **done("YES - the homepage offers demographic, economic and crime comparisons."),
+    },
+    "appearance": {
+        "model": "scripted-eval-vlm",
+        "schema": "AppearanceGrade",
+        "json": {"score": 4, "reason": "Renders cleanly, on topic, tidy but plain."},
+    },
 }
 RULE_NAMES = list(RULES)
 
@@ -129,11 +180,30 @@ def write_data(path: Path, kept: dict[str, list[int]]) -> Path:
 
 def bench_args(base_url: str, data: Path, out: Path, *extra: str) -> list[str]:
     return [
-        "bench", "--data", str(data), "--out", str(out), "--workers", "2",
-        "--base-url", base_url, "--coder-model", "scripted-coder", "--vlm-model", "scripted-vlm",
-        "--feedback-model", "scripted-feedback", "--max-steps", "2",
-        "--eval-vlm-model", "scripted-eval-vlm", "--eval-feedback-model", "scripted-eval-feedback",
-        "--eval-max-actions", "3", *extra,
+        "bench",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+        "--base-url",
+        base_url,
+        "--coder-model",
+        "scripted-coder",
+        "--vlm-model",
+        "scripted-vlm",
+        "--feedback-model",
+        "scripted-feedback",
+        "--max-steps",
+        "2",
+        "--eval-vlm-model",
+        "scripted-eval-vlm",
+        "--eval-feedback-model",
+        "scripted-eval-feedback",
+        "--eval-max-actions",
+        "3",
+        *extra,
     ]
 
 
@@ -150,6 +220,7 @@ def read_lines(path: Path) -> list[dict]:
 
 def recompute(results: list[dict], sites: list[dict], records: int) -> dict:
     """The summary figures, computed here from the raw lines, independently of the package."""
+
     def figures(lines: list[dict]) -> dict:
         count = Counter(line["verdict"] for line in lines)
         n = len(lines)
@@ -162,8 +233,10 @@ def recompute(results: list[dict], sites: list[dict], records: int) -> dict:
             "start_failed_rate": round(100 * count["START_FAILED"] / n, 2),
         }
 
-    groups: dict[str, dict[str, list[dict]]] = {"by_instruction_category": defaultdict(list),
-                                                "by_case_category": defaultdict(list)}
+    groups: dict[str, dict[str, list[dict]]] = {
+        "by_instruction_category": defaultdict(list),
+        "by_case_category": defaultdict(list),
+    }
     for line in results:
         groups["by_instruction_category"][line["instruction_category"]].append(line)
         groups["by_case_category"][line["case_category"]].append(line)
@@ -207,8 +280,16 @@ def test_rates_count_missing_as_zero() -> None:
 
 def test_jsonl_store_skips_a_torn_line_and_keeps_the_last_per_key(tmp_path: Path) -> None:
     store = JsonlStore(tmp_path / "r.jsonl", CaseResult)
-    line = dict(record_id="1", case_index=0, task="t", expected_result="e", instruction_category="a",
-                case_category="b", verdict="NO", source="agent")
+    line = dict(
+        record_id="1",
+        case_index=0,
+        task="t",
+        expected_result="e",
+        instruction_category="a",
+        case_category="b",
+        verdict="NO",
+        source="agent",
+    )
     store.append(CaseResult(**line))
     with store.path.open("a") as handle:
         handle.write('{"record_id": "1", "case_ind')  # killed mid-write
@@ -218,17 +299,25 @@ def test_jsonl_store_skips_a_torn_line_and_keeps_the_last_per_key(tmp_path: Path
 
 
 def test_evaluation_models_default_to_the_agents_and_flags_override_them(monkeypatch) -> None:
-    from webgen_agent.graph.context import Settings
-    from webgen_agent.tools.bench.config import EvalModelFlags, eval_settings
+    from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
+    from webgen_agent.core.context import Settings
 
     monkeypatch.delenv("WEBGEN_VLM_MODEL", raising=False)
     settings = Settings(base_url="http://agent/v1", model="m", vlm_model="vl", feedback_model="fb")
     same = eval_settings(settings, EvalModelFlags())
     assert (same.agent.model, same.appearance.model, same.feedback.model) == ("vl", "vl", "fb")
     assert {same.agent.base_url, same.feedback.base_url} == {"http://agent/v1"}
-    own = eval_settings(settings, EvalModelFlags(vlm_model="qwen-vl", appearance_model="gpt-4o",
-                                                 base_url="http://eval/v1", appearance_base_url="https://oa/v1",
-                                                 api_key="k"), max_actions=7)
+    own = eval_settings(
+        settings,
+        EvalModelFlags(
+            vlm_model="qwen-vl",
+            appearance_model="gpt-4o",
+            base_url="http://eval/v1",
+            appearance_base_url="https://oa/v1",
+            api_key="k",
+        ),
+        max_actions=7,
+    )
     assert (own.agent.model, own.agent.base_url, own.agent.api_key) == ("qwen-vl", "http://eval/v1", "k")
     assert (own.appearance.model, own.appearance.base_url) == ("gpt-4o", "https://oa/v1")
     assert (own.feedback.model, own.feedback.base_url, own.max_actions) == ("fb", "http://eval/v1", 7)
@@ -294,8 +383,11 @@ def test_summary_matches_an_independent_recount(bench_run) -> None:
     # 2 YES + 0.5 x 1 PARTIAL over 6 test cases
     assert summary["overall"]["accuracy"] == round(100 * 2.5 / 6, 2)
     assert summary["sites_started"] == 1 and summary["test_cases"] == 6 and summary["instructions"] == 2
-    assert summary["models"] == {"agent": "scripted-eval-vlm", "appearance": "scripted-eval-vlm",
-                                 "feedback": "scripted-eval-feedback"}
+    assert summary["models"] == {
+        "agent": "scripted-eval-vlm",
+        "appearance": "scripted-eval-vlm",
+        "feedback": "scripted-eval-feedback",
+    }
     assert summary["generation"]["units"] == 2 and summary["evaluation"]["units"] == 6
     assert "accuracy" in bench_run["output"] and "41.7%" in bench_run["output"]
 

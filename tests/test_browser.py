@@ -44,7 +44,7 @@ PAGES = {
 class Pages(BaseHTTPRequestHandler):
     release: threading.Event
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server API)
+    def do_GET(self) -> None:
         if self.path == "/hang.js":
             self.release.wait(30)  # hold the request open: the page's load event never fires
             return
@@ -204,7 +204,9 @@ async def test_every_capture_after_rapid_source_edits_shows_the_new_text(
         await runner.stop()
 
 
-async def test_a_fixed_build_error_is_not_shown_again(shared_browser: SharedBrowser, vite_template, tmp_path: Path) -> None:
+async def test_a_fixed_build_error_is_not_shown_again(
+    shared_browser: SharedBrowser, vite_template, tmp_path: Path
+) -> None:
     # Vite keeps a compile error that happens while no page is connected and shows it to the next
     # page: the freshness check must never compile a module the last page failed on.
     from webgen_agent.tools.workspace import write_file
@@ -243,7 +245,9 @@ async def test_captures_run_side_by_side_and_beside_an_agent_endpoint(
     # A GUI agent busy with a page of its own (one that never finishes loading) does not hold
     # captures back, and a capture does not touch the agent's tab.
     async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint, connect(endpoint.url) as agent:
-        await agent.send(json.dumps({"id": 1, "method": "Target.createTarget", "params": {"url": pages + "/hang.html"}}))
+        await agent.send(
+            json.dumps({"id": 1, "method": "Target.createTarget", "params": {"url": pages + "/hang.html"}})
+        )
         created = json.loads(await asyncio.wait_for(agent.recv(), 10))
         capture = await asyncio.wait_for(shared_browser.capture(pages + "/good.html"), 15)
         await agent.send(json.dumps({"id": 2, "method": "Target.getTargets", "params": {}}))

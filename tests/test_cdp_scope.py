@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections import Counter
 import http.server
 import itertools
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "other.html").write_text("<title>Another run</title><h1>Another run's page</h1>", encoding="utf-8")
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server API)
+        def do_GET(self) -> None:
             PAGE_LOADS[self.path] += 1
             super().do_GET()
 
@@ -123,8 +123,9 @@ async def test_a_client_sees_and_creates_only_pages_of_its_own_context(
             created = await client.command("Target.createTarget", {"url": site + "/todo.html"})
             mine = created["result"]["targetId"]
             await client.command("Target.setDiscoverTargets", {"discover": True})
-            await client.command("Target.setAutoAttach",
-                                 {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True})
+            await client.command(
+                "Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True}
+            )
             await client.drain(1.0)
             infos = (await client.command("Target.getTargets"))["result"]["targetInfos"]
             assert [(t["targetId"], t["type"]) for t in infos] == [(mine, "page")]
@@ -133,8 +134,11 @@ async def test_a_client_sees_and_creates_only_pages_of_its_own_context(
             assert {site + "/todo.html", site + "/other.html"} <= set(await page_urls(shared_browser))
             seen = json.dumps(client.received)
             assert "other.html" not in seen and other_runs_page.url.endswith("/other.html")
-            attached = [m["params"]["targetInfo"]["targetId"] for m in client.received
-                        if m.get("method") == "Target.attachedToTarget"]
+            attached = [
+                m["params"]["targetInfo"]["targetId"]
+                for m in client.received
+                if m.get("method") == "Target.attachedToTarget"
+            ]
             assert attached == [mine]
 
             refused = await client.command("Browser.close")
@@ -153,8 +157,14 @@ async def test_two_gui_agents_test_their_own_sites_side_by_side_on_one_chromium(
         async with scripted(rules) as server:
             started = time.monotonic()
             run = await run_gui_agent(
-                url=f"{site}/{page}", task=TASK, model="vlm", base_url=server.base_url, api_key="k",
-                chromium_path="/not/used/with/cdp", cdp_url=shared_browser.cdp_url, timeout_s=90,
+                url=f"{site}/{page}",
+                task=TASK,
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path="/not/used/with/cdp",
+                cdp_url=shared_browser.cdp_url,
+                timeout_s=90,
             )
             return started, time.monotonic(), run
 
@@ -184,8 +194,15 @@ async def test_a_session_opened_ahead_is_used_by_the_run_and_closed_with_it(
     assert url in await page_urls(shared_browser) and PAGE_LOADS["/todo.html"] == loads_before + 1
     async with scripted(TODO_RULES) as server:
         run = await run_gui_agent(
-            url=url, task=TASK, model="vlm", base_url=server.base_url, api_key="k",
-            chromium_path="/not/used/with/cdp", cdp_url=shared_browser.ws_url, timeout_s=90, prepared=prepared,
+            url=url,
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path="/not/used/with/cdp",
+            cdp_url=shared_browser.ws_url,
+            timeout_s=90,
+            prepared=prepared,
         )
     assert run.stopped_reason == "done" and run.final_answer == "YES - Buy milk is listed", run.errors
     # The run tested the page the session had loaded: it did not load it again.
@@ -200,8 +217,15 @@ async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its
     stale = await open_gui_session(url=f"{site}/other.html", cdp_url=shared_browser.ws_url)
     async with scripted(CHORE_RULES) as server:
         run = await run_gui_agent(
-            url=f"{site}/chores.html", task=TASK, model="vlm", base_url=server.base_url, api_key="k",
-            chromium_path="/not/used/with/cdp", cdp_url=shared_browser.ws_url, timeout_s=90, prepared=stale,
+            url=f"{site}/chores.html",
+            task=TASK,
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            chromium_path="/not/used/with/cdp",
+            cdp_url=shared_browser.ws_url,
+            timeout_s=90,
+            prepared=stale,
         )
     assert run.final_answer == "YES - Walk dog is listed", run.errors
     await asyncio.sleep(0.5)
@@ -211,8 +235,8 @@ async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its
 async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
     tmp_path: Path, site: str, chromium_path: str
 ) -> None:
-    from webgen_agent.graph.demo import scripted_context
-    from webgen_agent.graph.resources import Resources, use_resources
+    from webgen_agent.apps.demo import scripted_context
+    from webgen_agent.nodes.resources import Resources, use_resources
 
     context = scripted_context("http://127.0.0.1:9/v1", max_steps=2).model_copy(update={"chromium": chromium_path})
     async with use_resources(Resources(tmp_path / "webgen.db", chromium=chromium_path)) as resources:

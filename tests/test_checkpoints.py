@@ -15,17 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import checkpoint_count, group_alive, owned_groups
+from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state, snapshots
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.api import fork_run, run_history, run_requirement
 from webgen_agent.graph.builder import compile_graph
-from webgen_agent.graph.demo import scenario_path, scripted_context
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
-
-from tests.helpers import checkpoint_count, group_alive, owned_groups
 
 pytestmark = pytest.mark.e2e
 REQUIREMENT = "A notes page that shows the user's notes."
@@ -41,8 +40,13 @@ def backtrack_server():
 async def backtrack_run(tmp_path_factory, backtrack_server, chromium_path):
     base = tmp_path_factory.mktemp("backtrack")
     db = base / "webgen.db"
-    result = await run_requirement(REQUIREMENT, context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
-                                   run_id="bt", out_dir=base / "out", db_path=db)
+    result = await run_requirement(
+        REQUIREMENT,
+        context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
+        run_id="bt",
+        out_dir=base / "out",
+        db_path=db,
+    )
     return result, db
 
 
@@ -52,8 +56,12 @@ async def test_backtracks_to_the_best_step_after_five_errored_steps(backtrack_ru
     steps = state["steps"]
     assert [s["errored"] for s in steps[:6]] == [False, True, True, True, True, True]
     assert all(s["execution"]["stage"] == "render" for s in steps[1:6])
-    assert state["events"][0] == {"kind": "backtrack", "after_step": 5, "target_step": 0,
-                                  "reason": "5 consecutive errored steps"}
+    assert state["events"][0] == {
+        "kind": "backtrack",
+        "after_step": 5,
+        "target_step": 0,
+        "reason": "5 consecutive errored steps",
+    }
     after = steps[6]
     assert after["parent"] == 0 and after["screenshot_score"] == 4 and after["gui_passed"] is True
     # The coder got step 0's conversation back, plus the rollback note: nothing of steps 1-5.
@@ -80,8 +88,9 @@ async def test_backtrack_is_its_own_node_in_the_checkpoint_history(backtrack_run
 async def test_restart_from_scratch_when_no_step_was_good(tmp_path, chromium_path):
     with ScriptedServer(Scenario.load(scenario_path("restart"))) as server:
         context = scripted_context(server.base_url, max_steps=7)
-        result = await run_requirement(REQUIREMENT, context=context, run_id="rs", out_dir=tmp_path / "out",
-                                       db_path=tmp_path / "webgen.db")
+        result = await run_requirement(
+            REQUIREMENT, context=context, run_id="rs", out_dir=tmp_path / "out", db_path=tmp_path / "webgen.db"
+        )
     state = await final_state(tmp_path / "webgen.db", "rs")
     assert state["events"][0]["kind"] == "restart" and state["events"][0]["after_step"] == 4
     assert state["events"][0]["target_step"] is None
@@ -95,9 +104,15 @@ async def test_restart_from_scratch_when_no_step_was_good(tmp_path, chromium_pat
 async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, backtrack_server, tmp_path):
     result, db = backtrack_run
     before = await final_state(db, "bt")
-    forked = await fork_run("bt", step=0, note="Use a two-column layout.", new_run_id="bt-fork",
-                            context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
-                            out_dir=tmp_path / "fork", db_path=db)
+    forked = await fork_run(
+        "bt",
+        step=0,
+        note="Use a two-column layout.",
+        new_run_id="bt-fork",
+        context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
+        out_dir=tmp_path / "fork",
+        db_path=db,
+    )
     after = await final_state(db, "bt")
     assert after == before  # the original run and all its later steps are intact
     fork_state = await final_state(db, "bt-fork")
@@ -112,13 +127,38 @@ async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, 
 
 def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path):
     db = tmp_path / "shared.db"
-    flags = ["--base-url", backtrack_server.base_url, "--coder-model", "scripted-coder", "--vlm-model", "scripted-vlm",
-             "--feedback-model", "scripted-feedback", "--db", str(db)]
+    flags = [
+        "--base-url",
+        backtrack_server.base_url,
+        "--coder-model",
+        "scripted-coder",
+        "--vlm-model",
+        "scripted-vlm",
+        "--feedback-model",
+        "scripted-feedback",
+        "--db",
+        str(db),
+    ]
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "webgen_agent", "run", REQUIREMENT, "--run-id", name,
-                          "--out", str(tmp_path / name), *flags], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "webgen_agent",
+                "run",
+                REQUIREMENT,
+                "--run-id",
+                name,
+                "--out",
+                str(tmp_path / name),
+                *flags,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for name in ("one", "two")
     ]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
@@ -135,10 +175,31 @@ def test_ctrl_c_stops_the_run_and_its_servers(tmp_path, backtrack_server, chromi
     db = tmp_path / "webgen.db"
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "webgen_agent", "run", REQUIREMENT, "--run-id", "c", "--out",
-         str(tmp_path / "out"), "--base-url", backtrack_server.base_url, "--coder-model", "scripted-coder",
-         "--vlm-model", "scripted-vlm", "--feedback-model", "scripted-feedback", "--db", str(db)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "webgen_agent",
+            "run",
+            REQUIREMENT,
+            "--run-id",
+            "c",
+            "--out",
+            str(tmp_path / "out"),
+            "--base-url",
+            backtrack_server.base_url,
+            "--coder-model",
+            "scripted-coder",
+            "--vlm-model",
+            "scripted-vlm",
+            "--feedback-model",
+            "scripted-feedback",
+            "--db",
+            str(db),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     deadline = time.monotonic() + 120
     while checkpoint_count(db, "c") < 6:  # a server and the browser are up by now

@@ -12,8 +12,13 @@ import pytest
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WEBGEN_"))}
-    return subprocess.run([sys.executable, "-m", "webgen_agent", *args], env={**clean, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "webgen_agent", *args],
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_missing_model_is_a_one_line_error_before_anything_runs(tmp_path):

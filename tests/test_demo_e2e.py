@@ -63,23 +63,28 @@ async def test_demo_leaves_no_server_or_browser_behind(demo_run):
 
 async def test_a_slow_grade_hides_the_gui_sessions_start(tmp_path: Path, chromium_path: str, vite_template) -> None:
     """With a grading model slower than PREPARE_GUI_AFTER_S, each GUI test gets its session opened ahead."""
+    from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
     from webgen_agent.checkpoints.history import final_state
     from webgen_agent.checkpoints.store import BlobStore
     from webgen_agent.graph.api import run_requirement
-    from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
-    from webgen_agent.tools.scripted.server import ScriptedServer
-    from webgen_agent.tools.scripted.views import Scenario
 
     demo = Scenario.load(scenario_path("demo"))
-    slow_grades = demo.model_copy(update={"rules": [
-        rule.model_copy(update={"delay_s": 1.5}) if rule.schema_name == "ScreenshotJudgement" else rule
-        for rule in demo.rules
-    ]})
+    slow_grades = demo.model_copy(
+        update={
+            "rules": [
+                rule.model_copy(update={"delay_s": 1.5}) if rule.schema_name == "ScreenshotJudgement" else rule
+                for rule in demo.rules
+            ]
+        }
+    )
     db = tmp_path / "webgen.db"
     with ScriptedServer(slow_grades) as server:
         context = scripted_context(server.base_url, max_steps=8).model_copy(update={"chromium": chromium_path})
-        result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id="slow-grades",
-                                       out_dir=tmp_path / "out", db_path=db)
+        result = await run_requirement(
+            DEMO_REQUIREMENT, context=context, run_id="slow-grades", out_dir=tmp_path / "out", db_path=db
+        )
     assert result.status == "finished" and result.chosen_step == 3
     steps = {s["index"]: s for s in (await final_state(db, "slow-grades"))["steps"]}
     store = BlobStore(db)
@@ -89,5 +94,7 @@ async def test_a_slow_grade_hides_the_gui_sessions_start(tmp_path: Path, chromiu
         store.close()
     # Steps 2 and 3 were graded well enough for a GUI test; both used the session opened ahead.
     assert {i: (run["prepared"], run["stopped_reason"]) for i, run in gui_runs.items()} == {
-        2: (True, "done"), 3: (True, "done")}
+        2: (True, "done"),
+        3: (True, "done"),
+    }
     assert "gui_run" not in steps[1]  # graded 2/5: no GUI test, and its prepared session was closed

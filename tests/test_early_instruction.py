@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.demo import scripted_context
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +19,10 @@ RULES = [
     {"model": "scripted-coder", "turn": 0, "content": PAGE, "delay_s": 0.5},
     {"model": "scripted-coder", "content": "finish"},
     {"model": "scripted-vlm", "schema": "ScreenshotJudgement", "json": {"description": "A heading.", "score": 4}},
-    {"model": "scripted-vlm", "agent": {"actions": [{"done": {"text": "YES - the hours are shown.", "success": True}}]}},
+    {
+        "model": "scripted-vlm",
+        "agent": {"actions": [{"done": {"text": "YES - the hours are shown.", "success": True}}]},
+    },
     {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": INSTRUCTION}},
     {"model": "scripted-feedback", "schema": "GuiVerdict", "json": {"passed": True, "score": 5, "suggestions": []}},
 ]
@@ -28,8 +31,13 @@ RULES = [
 async def test_instruction_is_written_alongside_the_first_coder_call_and_reused(tmp_path, chromium_path) -> None:
     with ScriptedServer(Scenario.model_validate({"name": "early", "rules": RULES})) as server:
         context = scripted_context(server.base_url, gui_max_actions=2)
-        result = await run_requirement("A page with the opening hours.", context=context, run_id="early",
-                                       out_dir=tmp_path / "out", db_path=tmp_path / "webgen.db")
+        result = await run_requirement(
+            "A page with the opening hours.",
+            context=context,
+            run_id="early",
+            out_dir=tmp_path / "out",
+            db_path=tmp_path / "webgen.db",
+        )
         requests = [(r.model, r.rule_index) for r in server.requests]
     assert result.status == "finished"
     asked = [index for model, index in requests if model == "scripted-feedback" and index == 4]

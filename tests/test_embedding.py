@@ -41,8 +41,20 @@ def processes_under(folder: Path) -> list[int]:
 
 
 def test_public_api_is_reexported_lazily() -> None:
-    for name in ("compile_graph", "build_graph", "run_requirement", "RunResult", "InputState", "OutputState",
-                 "AgentContext", "ModelSettings", "ProgressEvent", "Resources", "use_resources", "open_checkpointer"):
+    for name in (
+        "compile_graph",
+        "build_graph",
+        "run_requirement",
+        "RunResult",
+        "InputState",
+        "OutputState",
+        "AgentContext",
+        "ModelSettings",
+        "ProgressEvent",
+        "Resources",
+        "use_resources",
+        "open_checkpointer",
+    ):
         assert name in webgen_agent.__all__ and getattr(webgen_agent, name) is not None
     from webgen_agent.graph.api import run_requirement
     from webgen_agent.graph.builder import compile_graph
@@ -64,8 +76,17 @@ def test_example_runs_the_agent_as_a_node_of_a_parent_graph(
     # The agent's progress events came through the parent's stream, tagged with the subgraph node.
     progress = [line for line in lines if line.startswith("[website] ")]
     nodes = [line.split()[3] for line in progress]
-    assert nodes == ["generator", "executor", "screenshot_judge", "critic",
-                     "refiner", "executor", "screenshot_judge", "gui_tester", "finalize"]
+    assert nodes == [
+        "generator",
+        "executor",
+        "screenshot_judge",
+        "critic",
+        "refiner",
+        "executor",
+        "screenshot_judge",
+        "gui_tester",
+        "finalize",
+    ]
     assert "screenshot 3/5" in progress[2] and "GUI 5/5" in progress[7]
     assert "requirement: Build a one-page website for a neighbourhood coffee shop called Bean There." in printed
     review = next(line for line in lines if line.startswith("review: "))
@@ -78,9 +99,9 @@ def test_example_runs_the_agent_as_a_node_of_a_parent_graph(
 async def test_run_requirement_reports_progress_and_never_prints(
     tmp_path: Path, chromium_path: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from webgen_agent.graph.demo import scenario_path, scripted_context
-    from webgen_agent.tools.scripted.server import ScriptedServer
-    from webgen_agent.tools.scripted.views import Scenario
+    from webgen_agent.apps.demo import scenario_path, scripted_context
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
 
     monkeypatch.setenv("WEBGEN_CHROMIUM", chromium_path)
     events: list[dict] = []
@@ -89,7 +110,10 @@ async def test_run_requirement_reports_progress_and_never_prints(
         context = scripted_context(server.base_url, max_steps=6, runs_dir=str(tmp_path / "runs"))
         result = await webgen_agent.run_requirement(
             "A one-page website for a coffee shop with its menu and a button that reveals the opening hours.",
-            context=context, run_id="embedded", db_path=tmp_path / "webgen.db", on_progress=events.append,
+            context=context,
+            run_id="embedded",
+            db_path=tmp_path / "webgen.db",
+            on_progress=events.append,
         )
     captured = capfd.readouterr()
     # Neither the graph nor anything it started (static server, Chromium, GUI agent) wrote to stdout.
@@ -101,8 +125,15 @@ async def test_run_requirement_reports_progress_and_never_prints(
         webgen_agent.ProgressEvent.model_validate(event)
     ends = [e for e in events if e["phase"] == "end"]
     assert [(e["node"], e["step"]) for e in ends] == [
-        ("generator", 0), ("executor", 0), ("screenshot_judge", 0), ("critic", 0),
-        ("refiner", 1), ("executor", 1), ("screenshot_judge", 1), ("gui_tester", 1), ("finalize", 1),
+        ("generator", 0),
+        ("executor", 0),
+        ("screenshot_judge", 0),
+        ("critic", 0),
+        ("refiner", 1),
+        ("executor", 1),
+        ("screenshot_judge", 1),
+        ("gui_tester", 1),
+        ("finalize", 1),
     ]
     starts = [e for e in events if e["phase"] == "start"]
     assert len(starts) == len(ends)
@@ -112,4 +143,3 @@ async def test_run_requirement_reports_progress_and_never_prints(
     assert gui["gui_score"] == 5 and gui["input_tokens"] > 0 and gui["seconds"] > 0
     assert all(e["seconds"] >= 0 for e in ends)
     assert processes_under(tmp_path) == []
-

@@ -15,13 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
 
-CHROMIUM = (
-    os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or ""
-)
+CHROMIUM = os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or ""
 needs_chromium = pytest.mark.skipif(not CHROMIUM, reason="no Chromium on PATH (set WEBGEN_CHROMIUM)")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TASK = "Add a todo 'Buy milk' and check that it appears in the list. Answer YES or NO."
@@ -60,9 +58,7 @@ def site_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root))
-    )
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"

@@ -7,18 +7,22 @@ import time
 
 import pytest
 
-from webgen_agent.graph.context import ModelSettings
-from webgen_agent.nodes.views import ScreenshotJudgement
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.core.context import ModelSettings
+from webgen_agent.core.views import ScreenshotJudgement
 from webgen_agent.tools.models import ModelCallError, ask_structured, complete
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
 
 GOOD = {"description": "A page.", "score": 4, "suggestions": ["More colour."]}
 RULES = [
     {"model": "ignores-schema", "content": "Here is my grade:\n```json\n" + json.dumps(GOOD) + "\n```\nHope it helps."},
     {"model": "prose-json", "content": "Sure. " + json.dumps(GOOD) + " That is all."},
     {"model": "never-valid", "json": {"description": "x", "score": 0, "suggestions": []}},
-    {"model": "rejects-format", "schema": "ScreenshotJudgement", "fault": {"status": 400, "message": "response_format is not supported"}},
+    {
+        "model": "rejects-format",
+        "schema": "ScreenshotJudgement",
+        "fault": {"status": 400, "message": "response_format is not supported"},
+    },
     {"model": "rejects-format", "json": GOOD},
     {"model": "flaky", "times": 1, "fault": {"status": 500, "message": "overloaded", "retry_after_s": 0.01}},
     {"model": "flaky", "json": GOOD},

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.api import run_requirement
-from webgen_agent.graph.demo import scenario_path, scripted_context
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -21,8 +21,13 @@ async def robust_run(tmp_path_factory, chromium_path):
     base = tmp_path_factory.mktemp("robust")
     with ScriptedServer(Scenario.load(scenario_path("robustness"))) as server:
         context = scripted_context(server.base_url, critic="llm", max_steps=3)
-        result = await run_requirement("A page that shows the user's notes.", context=context, run_id="rb",
-                                       out_dir=base / "out", db_path=base / "webgen.db")
+        result = await run_requirement(
+            "A page that shows the user's notes.",
+            context=context,
+            run_id="rb",
+            out_dir=base / "out",
+            db_path=base / "webgen.db",
+        )
         requests = list(server.requests)
     state = await final_state(base / "webgen.db", "rb")
     return result, state, BlobStore(base / "webgen.db"), base, requests

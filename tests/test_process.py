@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -64,9 +65,7 @@ async def wait_dead(pids: list[int], timeout_s: float = 5.0) -> bool:
 async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     started = time.monotonic()
-    result = await run_command(
-        [sys.executable, "-c", SPAWNER, str(pids_file)], cwd=tmp_path, timeout_s=1.5
-    )
+    result = await run_command([sys.executable, "-c", SPAWNER, str(pids_file)], cwd=tmp_path, timeout_s=1.5)
     assert time.monotonic() - started < 6
     assert result.timed_out and result.exit_code is None and not result.ok
     assert "spawned" in result.output_tail
@@ -120,7 +119,15 @@ async def test_scrubbed_env_hides_secrets_from_a_real_child(tmp_path: Path, monk
 
 
 def test_sensitive_names() -> None:
-    for name in ("GITHUB_TOKEN", "npm_config__authToken", "DB_PASSWORD", "AWS_REGION", "HF_HOME", "BASH_ENV", "XAUTHORITY"):
+    for name in (
+        "GITHUB_TOKEN",
+        "npm_config__authToken",
+        "DB_PASSWORD",
+        "AWS_REGION",
+        "HF_HOME",
+        "BASH_ENV",
+        "XAUTHORITY",
+    ):
         assert is_sensitive(name), name
     for name in ("PATH", "HOME", "LANG", "npm_config_cache", "NODE_OPTIONS", "TERM"):
         assert not is_sensitive(name), name
@@ -149,7 +156,9 @@ async def test_managed_process_lifecycle(tmp_path: Path) -> None:
 
 async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     proc = ManagedProcess.start(
-        ["bash", "-c", "trap '' TERM; echo ready; while true; do sleep 0.1; done"], cwd=tmp_path, log_path=tmp_path / "log"
+        ["bash", "-c", "trap '' TERM; echo ready; while true; do sleep 0.1; done"],
+        cwd=tmp_path,
+        log_path=tmp_path / "log",
     )
     while "ready" not in read_tail(proc.log_path):
         await asyncio.sleep(0.02)
@@ -209,8 +218,17 @@ async def test_reap_skips_recycled_pids(tmp_path: Path) -> None:
     try:
         registry.path.write_text(
             # A record whose leader pid now belongs to a different (newer) process, and a dead owner.
-            '{"pgid": %d, "pid": %d, "create_time": 1.0, "argv": ["old"], "owner_pid": 999999999, "owner_create_time": 1.0}\n'
-            % (bystander.pid, bystander.pid)
+            json.dumps(
+                {
+                    "pgid": bystander.pid,
+                    "pid": bystander.pid,
+                    "create_time": 1.0,
+                    "argv": ["old"],
+                    "owner_pid": 999999999,
+                    "owner_create_time": 1.0,
+                }
+            )
+            + "\n"
         )
         assert registry.reap() == []
         assert bystander.poll() is None

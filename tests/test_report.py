@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from webgen_agent.checkpoints.report import REPORT_NAME, build_report, final_state
-from webgen_agent.checkpoints.report_html import render_report
+from webgen_agent.apps.cli.main import app
+from webgen_agent.apps.report.html import render_report
+from webgen_agent.apps.report.model import REPORT_NAME, build_report, final_state
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.cli import app
 
 pytestmark = pytest.mark.e2e
 
@@ -69,7 +69,7 @@ def test_report_is_self_contained_and_complete(report_file: Path, demo_run) -> N
 
 def _section(page: str, index: int) -> str:
     start = page.index(f'<section id="step-{index}"')
-    return page[start:page.index("</section>", start)]
+    return page[start : page.index("</section>", start)]
 
 
 async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> None:
@@ -97,7 +97,11 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
     assert len(images) == 6 and all(image["ok"] for image in images), images
     assert timeline["width"] > 200 and timeline["height"] > 100
     assert (timeline["shots"], timeline["gui"], timeline["chosen"], timeline["errored"], timeline["lines"]) == (
-        4, 4, 1, 2, 2
+        4,
+        4,
+        1,
+        2,
+        2,
     )
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
 
@@ -107,8 +111,9 @@ async def test_forks_are_shown_as_branches(demo_run) -> None:
     state = await final_state(_db(base), result.run_id)
     parent = RunIndex(_db(base)).get(result.run_id)
     assert parent is not None
-    fork = parent.model_copy(update={"run_id": "demo-fork", "parent_run": parent.run_id, "fork_step": 1,
-                                     "out_dir": str(base / "fork")})
+    fork = parent.model_copy(
+        update={"run_id": "demo-fork", "parent_run": parent.run_id, "fork_step": 1, "out_dir": str(base / "fork")}
+    )
     store = BlobStore(_db(base))
     try:
         as_fork = build_report("demo-fork", state, fork, [parent, fork], store)
@@ -119,7 +124,7 @@ async def test_forks_are_shown_as_branches(demo_run) -> None:
     assert as_fork.parent is not None and as_fork.parent.run_id == parent.run_id
     assert [s.index for s in as_fork.steps if s.inherited] == [0, 1]
     fork_page = render_report(as_fork)
-    assert f"Fork of run <a href=\"file://{parent.out_dir}/report.html\"><b>{parent.run_id}</b></a>" in fork_page
+    assert f'Fork of run <a href="file://{parent.out_dir}/report.html"><b>{parent.run_id}</b></a>' in fork_page
     assert "branched after step 1" in fork_page and fork_page.count('<span class="badge inherited">') == 2
 
     assert [f.run_id for f in as_parent.forks] == ["demo-fork"] and as_parent.parent is None
@@ -128,13 +133,21 @@ async def test_forks_are_shown_as_branches(demo_run) -> None:
 
 
 def test_backtracks_are_drawn_on_the_timeline(demo_run) -> None:
-    from webgen_agent.checkpoints.report import RunReport, StepReport, Totals
+    from webgen_agent.apps.report.model import RunReport, StepReport, Totals
 
-    steps = [StepReport(index=i, role="refiner", action="edit", errored=i in (1, 2), screenshot_score=s)
-             for i, s in enumerate([3, 0, 1, 4])]
-    report = RunReport(run_id="r", requirement="x", status="finished", chosen_step=3, steps=steps,
-                       events=[{"kind": "backtrack", "after_step": 2, "target_step": 0, "reason": "2 errors"}],
-                       totals=Totals(steps=4, seconds=0, input_tokens=0, output_tokens=0, model_calls=0))
+    steps = [
+        StepReport(index=i, role="refiner", action="edit", errored=i in (1, 2), screenshot_score=s)
+        for i, s in enumerate([3, 0, 1, 4])
+    ]
+    report = RunReport(
+        run_id="r",
+        requirement="x",
+        status="finished",
+        chosen_step=3,
+        steps=steps,
+        events=[{"kind": "backtrack", "after_step": 2, "target_step": 0, "reason": "2 errors"}],
+        totals=Totals(steps=4, seconds=0, input_tokens=0, output_tokens=0, model_calls=0),
+    )
     page = render_report(report)
     assert page.count('<g class="backtrack">') == 1 and "↩ 0" in page
     assert "backtrack</b> after step 2 → step 0" in page

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
-
 from tests.helpers import group_alive, kill_when, owned_groups, site_files, start
+from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.runs import RunIndex
 
 pytestmark = pytest.mark.e2e
 
@@ -28,10 +27,21 @@ def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_
     db = tmp_path / "db" / "webgen.db"
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
-        flags = ["--base-url", server.base_url, "--coder-model", "scripted-coder", "--vlm-model", "scripted-vlm",
-                 "--feedback-model", "scripted-feedback", "--db", str(db)]
-        first = start(["run", DEMO_REQUIREMENT, "--run-id", "r", "--out", str(tmp_path / "out"), "--max-steps", "8",
-                       *flags], env)
+        flags = [
+            "--base-url",
+            server.base_url,
+            "--coder-model",
+            "scripted-coder",
+            "--vlm-model",
+            "scripted-vlm",
+            "--feedback-model",
+            "scripted-feedback",
+            "--db",
+            str(db),
+        ]
+        first = start(
+            ["run", DEMO_REQUIREMENT, "--run-id", "r", "--out", str(tmp_path / "out"), "--max-steps", "8", *flags], env
+        )
         kill_when(first, db, "r", checkpoints=3)  # step 0 is being built (npm install / vite start)
         assert RunIndex(db).get("r").status == "interrupted"
         orphans = owned_groups(db, first.pid)
@@ -50,10 +60,13 @@ def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_
     record = RunIndex(db).get("r")
     assert record.status == "finished"
     summary = json.loads((tmp_path / "out" / "run.json").read_text())
-    expected = [(s.index, s.action, s.screenshot_score, s.gui_score, s.gui_passed, s.errored)
-                for s in reference.summary.steps]
-    got = [(s["index"], s["action"], s["screenshot_score"], s["gui_score"], s["gui_passed"], s["errored"])
-           for s in summary["steps"]]
+    expected = [
+        (s.index, s.action, s.screenshot_score, s.gui_score, s.gui_passed, s.errored) for s in reference.summary.steps
+    ]
+    got = [
+        (s["index"], s["action"], s["screenshot_score"], s["gui_score"], s["gui_passed"], s["errored"])
+        for s in summary["steps"]
+    ]
     assert got == expected
     assert summary["chosen_step"] == reference.chosen_step
     assert site_files(tmp_path / "out" / "site") == site_files(Path(reference.site_dir))

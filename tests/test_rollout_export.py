@@ -22,6 +22,13 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.helpers import checkpoint_count, group_alive, owned_groups
+from webgen_agent.apps.cli.export import _split
+from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
+from webgen_agent.apps.scripted import server as scripted_server
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import (
     BlobTexts,
     JsonLines,
@@ -38,16 +45,8 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.views import ChatMessage
-from webgen_agent.graph.cli_export import _split
-from webgen_agent.graph.demo import scenario_path, scripted_context
-from webgen_agent.graph.resources import Resources
-from webgen_agent.graph.rollout import plan_rollout, rollout_context, run_rollout
-from webgen_agent.tools.scripted import server as scripted_server
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
+from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
-
-from tests.helpers import checkpoint_count, group_alive, owned_groups
 
 e2e = pytest.mark.e2e  # the tests that use the rollout story (real Chromium)
 
@@ -78,10 +77,35 @@ class RolloutStory:
 
 def rollout_command(base: Path, base_url: str) -> list[str]:
     return [
-        CLI, "rollout", "--data", str(RECORDS), "--samples", "3", "--workers", "2", "--max-steps", "4",
-        "--gui-max-actions", "3", "--critic", "llm", "--logprobs", "--name", "t", "--out", str(base / "runs"),
-        "--db", str(base / "webgen.db"), "--base-url", base_url, "--coder-model", "scripted-coder",
-        "--vlm-model", "scripted-vlm", "--feedback-model", "scripted-feedback",
+        CLI,
+        "rollout",
+        "--data",
+        str(RECORDS),
+        "--samples",
+        "3",
+        "--workers",
+        "2",
+        "--max-steps",
+        "4",
+        "--gui-max-actions",
+        "3",
+        "--critic",
+        "llm",
+        "--logprobs",
+        "--name",
+        "t",
+        "--out",
+        str(base / "runs"),
+        "--db",
+        str(base / "webgen.db"),
+        "--base-url",
+        base_url,
+        "--coder-model",
+        "scripted-coder",
+        "--vlm-model",
+        "scripted-vlm",
+        "--feedback-model",
+        "scripted-feedback",
     ]
 
 
@@ -151,7 +175,8 @@ def story(tmp_path_factory, chromium_path) -> RolloutStory:
             story.checkpoints_before = {run_id: checkpoint_count(story.db, run_id) for run_id in story.before_kill}
             story.finished_before = {
                 r.run_id: (checkpoint_count(story.db, r.run_id), r.updated_at)
-                for r in story.before_kill.values() if r.status == "finished"
+                for r in story.before_kill.values()
+                if r.status == "finished"
             }
             rerun = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
             story.rerun_output, story.rerun_code = rerun.stdout + rerun.stderr, rerun.returncode
@@ -161,8 +186,14 @@ def story(tmp_path_factory, chromium_path) -> RolloutStory:
             asyncio.run(export_trajectories(export_format, out, db_path=story.db))
             story.exports[export_format] = out
         out = base / "step-grpo.jsonl"  # one format through the CLI too
-        exported = subprocess.run([CLI, "export", "--format", "step-grpo", "--out", str(out), "--db", str(story.db)],
-                                  check=False, env=env, capture_output=True, text=True, timeout=120)
+        exported = subprocess.run(
+            [CLI, "export", "--format", "step-grpo", "--out", str(out), "--db", str(story.db)],
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert exported.returncode == 0, exported.stdout + exported.stderr
         story.exports["step-grpo"] = out
     finally:
@@ -329,7 +360,10 @@ def test_critic_credit_is_the_reward_gain_of_the_refinement(story):
         run_id for run_id in RUN_IDS if story.after[run_id].steps > 1
     )
     for record in records:
-        before, after = grpo[(record["trajectory_id"], record["step"])], grpo[(record["trajectory_id"], record["next_step"])]
+        before, after = (
+            grpo[(record["trajectory_id"], record["step"])],
+            grpo[(record["trajectory_id"], record["next_step"])],
+        )
         assert record["next_step"] == record["step"] + 1
         assert (record["reward_before"], record["reward_after"]) == (before["reward"], after["reward"])
         assert record["credit"] == after["reward"] - before["reward"] > 0
@@ -356,7 +390,9 @@ def test_every_format_loads_with_datasets(story, tmp_path, monkeypatch):
     for export_format, path in story.exports.items():
         dataset = load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
         assert len(dataset) == len(read_jsonl(path)), export_format
-    grpo = load_dataset("json", data_files=str(story.exports["step-grpo"]), split="train", cache_dir=str(tmp_path / "hf"))
+    grpo = load_dataset(
+        "json", data_files=str(story.exports["step-grpo"]), split="train", cache_dir=str(tmp_path / "hf")
+    )
     assert grpo.features["prompt"].feature["content"].dtype == "string"
     assert grpo.features["logprobs"].feature["logprob"].dtype == "float64"
 
@@ -371,38 +407,70 @@ def test_export_reads_the_groups_asked_for(story):
 # ---- without a rollout: synthetic trajectories -------------------------------------------------
 
 
-def synthetic(store: BlobStore, run_id: str, group: str, steps: list[dict[str, Any]], *,
-              chosen: int | None = None, logprobs: bool = False) -> Trajectory:
+def synthetic(
+    store: BlobStore,
+    run_id: str,
+    group: str,
+    steps: list[dict[str, Any]],
+    *,
+    chosen: int | None = None,
+    logprobs: bool = False,
+) -> Trajectory:
     """A trajectory whose coder turns are stored like the nodes store them (ChatRef lists, texts)."""
-    conversation = [{"role": "system", "hash": store.put_text("system prompt")},
-                    {"role": "user", "hash": store.put_text(f"build {group}")}]
+    conversation = [
+        {"role": "system", "hash": store.put_text("system prompt")},
+        {"role": "user", "hash": store.put_text(f"build {group}")},
+    ]
     records = []
     for index, fields in enumerate(steps):
         completion = f"reply {index} of {run_id} " + "x" * fields.pop("size", 10)
-        record = {"index": index, "role": "generator" if index == 0 else "refiner", "action": "edit",
-                  "prompt": store.put_json(conversation), "completion": store.put_text(completion),
-                  "format_ok": True, "screenshot_score": 0, "gui_score": 0, "model": "m", **fields}
+        record = {
+            "index": index,
+            "role": "generator" if index == 0 else "refiner",
+            "action": "edit",
+            "prompt": store.put_json(conversation),
+            "completion": store.put_text(completion),
+            "format_ok": True,
+            "screenshot_score": 0,
+            "gui_score": 0,
+            "model": "m",
+            **fields,
+        }
         if logprobs:
-            record["logprobs"] = store.put_json([{"token": t, "logprob": -0.5, "bytes": [], "top_logprobs": []}
-                                                 for t in completion.split(" ")])
+            record["logprobs"] = store.put_json(
+                [{"token": t, "logprob": -0.5, "bytes": [], "top_logprobs": []} for t in completion.split(" ")]
+            )
         records.append(record)
-        conversation = [*conversation, {"role": "assistant", "hash": record["completion"]},
-                        {"role": "user", "hash": store.put_text(f"feedback {index}")}]
+        conversation = [
+            *conversation,
+            {"role": "assistant", "hash": record["completion"]},
+            {"role": "user", "hash": store.put_text(f"feedback {index}")},
+        ]
     run = RunRecord(run_id=run_id, group_id=group, requirement=f"build {group}", status="finished", out_dir="/x")
     return Trajectory(run=run, values={"steps": records, "chosen_step": chosen})
 
 
 def test_rewards_of_malformed_and_control_word_steps(tmp_path):
     store = BlobStore(tmp_path / "blobs.db")
-    one = synthetic(store, "a", "g", [
-        {"screenshot_score": 4, "gui_score": 2},
-        {"action": "malformed", "format_ok": False},
-        {"action": "screenshot_validated", "tests_step": 0},
-    ], chosen=0)
+    one = synthetic(
+        store,
+        "a",
+        "g",
+        [
+            {"screenshot_score": 4, "gui_score": 2},
+            {"action": "malformed", "format_ok": False},
+            {"action": "screenshot_validated", "tests_step": 0},
+        ],
+        chosen=0,
+    )
     two = synthetic(store, "b", "g", [{"screenshot_score": 5, "gui_score": 5}], chosen=0)
     records = list(step_grpo_records([one, two], BlobTexts(store)))
     assert [(r.trajectory_id, r.step, r.reward, r.scored_step) for r in records] == [
-        ("a", 0, 6.0, 0), ("a", 1, -1.0, 1), ("a", 2, 6.0, 0), ("b", 0, 10.0, 0)]
+        ("a", 0, 6.0, 0),
+        ("a", 1, -1.0, 1),
+        ("a", 2, 6.0, 0),
+        ("b", 0, 10.0, 0),
+    ]
     rewards = [6.0, -1.0, 6.0, 10.0]
     mean, std = statistics.mean(rewards), statistics.stdev(rewards)
     for record, reward in zip(records, rewards):
@@ -415,8 +483,9 @@ def test_rewards_of_malformed_and_control_word_steps(tmp_path):
 
 def test_a_one_step_group_uses_mean_0_and_std_1(tmp_path):
     store = BlobStore(tmp_path / "blobs.db")
-    (record,) = step_grpo_records([synthetic(store, "a", "g", [{"screenshot_score": 3, "gui_score": 4}])],
-                                  BlobTexts(store))
+    (record,) = step_grpo_records(
+        [synthetic(store, "a", "g", [{"screenshot_score": 3, "gui_score": 4}])], BlobTexts(store)
+    )
     assert (record.group_mean, record.group_std) == (0.0, 1.0)
     assert record.advantage == pytest.approx(7 / (1 + 1e-6))
 
@@ -425,8 +494,7 @@ def test_json_lines_match_pydantic_json(tmp_path):
     store = BlobStore(tmp_path / "blobs.db")
     trajectory = synthetic(store, "a", "g", [{"screenshot_score": 3}, {"screenshot_score": 5}], logprobs=True)
     encoder = JsonLines()
-    for record in [*step_grpo_records([trajectory], BlobTexts(store)),
-                   *sft_records([trajectory], BlobTexts(store))]:
+    for record in [*step_grpo_records([trajectory], BlobTexts(store)), *sft_records([trajectory], BlobTexts(store))]:
         assert json.loads(encoder.line(record)) == record.model_dump(mode="json")
 
 
@@ -466,8 +534,9 @@ async def test_rollout_skips_finished_and_leaves_a_live_run_alone(tmp_path):
     runs.start(RunRecord(run_id=specs[0].run_id, group_id="x", requirement="a page", out_dir=str(tmp_path)))
     runs.update(specs[0].run_id, status="finished", steps=3)
     runs.start(RunRecord(run_id=specs[1].run_id, group_id="x", requirement="a page", out_dir=str(tmp_path)))  # live
-    outcomes = await run_rollout(specs, context=scripted_context("http://127.0.0.1:1/v1"), db_path=db,
-                                 out_dir=tmp_path / "runs")
+    outcomes = await run_rollout(
+        specs, context=scripted_context("http://127.0.0.1:1/v1"), db_path=db, out_dir=tmp_path / "runs"
+    )
     assert [(o.status, o.steps) for o in outcomes] == [("skipped", 3), ("busy", 0)]
 
 

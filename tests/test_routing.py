@@ -2,6 +2,7 @@
 
 import pytest
 
+from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.graph.builder import (
     RoutingError,
     compile_graph,
@@ -11,7 +12,6 @@ from webgen_agent.graph.builder import (
     route_after_gui,
     route_after_judge,
 )
-from webgen_agent.graph.context import AgentContext, ModelSettings
 from webgen_agent.nodes.selection import best_good_step, best_step
 
 
@@ -21,13 +21,26 @@ def ctx(**overrides):
 
 
 def step(index, *, shot=0, gui=0, errored=False, action="edit", files="f", ok=True):
-    return {"index": index, "action": action, "files": files, "screenshot_score": shot, "gui_score": gui,
-            "errored": errored, "execution": {"ok": ok}}
+    return {
+        "index": index,
+        "action": action,
+        "files": files,
+        "screenshot_score": shot,
+        "gui_score": gui,
+        "errored": errored,
+        "execution": {"ok": ok},
+    }
 
 
 def test_best_step_ranks_gui_then_screenshot_then_latest():
-    steps = [step(0, shot=5, gui=3), step(1, shot=3, gui=4), step(2, shot=4, gui=4), step(3, shot=4, gui=4),
-             step(4, shot=2, gui=5, errored=True), step(5, action="finish", files=None, shot=5, gui=5)]
+    steps = [
+        step(0, shot=5, gui=3),
+        step(1, shot=3, gui=4),
+        step(2, shot=4, gui=4),
+        step(3, shot=4, gui=4),
+        step(4, shot=2, gui=5, errored=True),
+        step(5, action="finish", files=None, shot=5, gui=5),
+    ]
     assert best_step(steps)["index"] == 3
     assert best_good_step(steps)["index"] == 3
 
@@ -80,7 +93,15 @@ def test_gui_pass_needs_good_appearance_and_budget_ends_the_run():
 def test_graph_draws_every_conditional_edge():
     graph = compile_graph().get_graph()
     edges = {(e.source, e.target) for e in graph.edges}
-    for expected in [("generator", "executor"), ("executor", "critic"), ("executor", "backtrack"),
-                     ("screenshot_judge", "gui_tester"), ("gui_tester", "finalize"), ("critic", "refiner"),
-                     ("refiner", "gui_tester"), ("backtrack", "refiner"), ("finalize", "__end__")]:
+    for expected in [
+        ("generator", "executor"),
+        ("executor", "critic"),
+        ("executor", "backtrack"),
+        ("screenshot_judge", "gui_tester"),
+        ("gui_tester", "finalize"),
+        ("critic", "refiner"),
+        ("refiner", "gui_tester"),
+        ("backtrack", "refiner"),
+        ("finalize", "__end__"),
+    ]:
         assert expected in edges

@@ -17,7 +17,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from webgen_agent.tools.scripted.agent_steps import (
+from webgen_agent.apps.scripted.agent_steps import (
     AgentPrompt,
     AgentStepError,
     OutputSchema,
@@ -26,9 +26,9 @@ from webgen_agent.tools.scripted.agent_steps import (
     parse_elements,
     resolve_target,
 )
-from webgen_agent.tools.scripted.engine import IMAGE_TOKENS, MALFORMED_CONTENT, whitespace_tokens
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import AgentStep, Scenario, ScenarioError
+from webgen_agent.apps.scripted.engine import IMAGE_TOKENS, MALFORMED_CONTENT, whitespace_tokens
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import AgentStep, Scenario, ScenarioError
 
 TINY_PNG = base64.b64encode(
     bytes.fromhex(
@@ -133,9 +133,7 @@ def client(server: ScriptedServer, **kwargs: object) -> openai.OpenAI:
 
 def test_openai_sdk_plain_text_with_usage(server: ScriptedServer) -> None:
     prompt = "hello scripted model, how are you?"
-    reply = client(server).chat.completions.create(
-        model="chat", messages=[{"role": "user", "content": prompt}]
-    )
+    reply = client(server).chat.completions.create(model="chat", messages=[{"role": "user", "content": prompt}])
     assert reply.object == "chat.completion"
     assert reply.choices[0].message.content == "Hi there, I am scripted."
     assert reply.choices[0].finish_reason == "stop"
@@ -152,12 +150,8 @@ def test_turn_counts_assistant_messages_and_last_contains(server: ScriptedServer
         {"role": "assistant", "content": "Hi there, I am scripted."},
     ]
     sdk = client(server)
-    again = sdk.chat.completions.create(
-        model="chat", messages=[*history, {"role": "user", "content": "say it again"}]
-    )
-    other = sdk.chat.completions.create(
-        model="chat", messages=[*history, {"role": "user", "content": "what now?"}]
-    )
+    again = sdk.chat.completions.create(model="chat", messages=[*history, {"role": "user", "content": "say it again"}])
+    other = sdk.chat.completions.create(model="chat", messages=[*history, {"role": "user", "content": "what now?"}])
     assert again.choices[0].message.content == "Second turn answer."
     assert other.choices[0].message.content == "Second turn, other question."
 
@@ -168,9 +162,7 @@ def test_image_inputs_cost_fixed_tokens(server: ScriptedServer) -> None:
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{TINY_PNG}", "detail": "high"}},
         {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{TINY_PNG}"}},
     ]
-    reply = client(server).chat.completions.create(
-        model="vision", messages=[{"role": "user", "content": content}]
-    )
+    reply = client(server).chat.completions.create(model="vision", messages=[{"role": "user", "content": content}])
     assert reply.choices[0].message.content == "I see a tiny image."
     assert reply.usage is not None
     assert reply.usage.prompt_tokens == -(-len("describe this") // 4) + 2 * IMAGE_TOKENS
@@ -286,16 +278,12 @@ def test_fault_500_once_then_client_retry_succeeds(server: ScriptedServer) -> No
 
 def test_persistent_503_exhausts_bounded_retries(server: ScriptedServer) -> None:
     with pytest.raises(openai.InternalServerError, match="overloaded"):
-        client(server, max_retries=2).chat.completions.create(
-            model="down", messages=[{"role": "user", "content": "x"}]
-        )
+        client(server, max_retries=2).chat.completions.create(model="down", messages=[{"role": "user", "content": "x"}])
     assert [status for _, _, status in records(server, "down")] == [503, 503, 503]
 
 
 async def test_malformed_json_content_breaks_structured_parsing(server: ScriptedServer) -> None:
-    reply = client(server).chat.completions.create(
-        model="broken", messages=[{"role": "user", "content": "grade"}]
-    )
+    reply = client(server).chat.completions.create(model="broken", messages=[{"role": "user", "content": "grade"}])
     assert reply.choices[0].message.content == MALFORMED_CONTENT
     with pytest.raises(ValueError):
         json.loads(reply.choices[0].message.content or "")
@@ -315,10 +303,7 @@ async def test_delay_is_concurrent(server: ScriptedServer) -> None:
     sdk = openai.AsyncOpenAI(base_url=server.base_url, api_key="k")
     started = time.monotonic()
     replies = await asyncio.gather(
-        *(
-            sdk.chat.completions.create(model="slow", messages=[{"role": "user", "content": f"q{i}"}])
-            for i in range(3)
-        )
+        *(sdk.chat.completions.create(model="slow", messages=[{"role": "user", "content": f"q{i}"}]) for i in range(3))
     )
     elapsed = time.monotonic() - started
     assert [r.choices[0].message.content for r in replies] == ["slow answer"] * 3
@@ -359,15 +344,11 @@ def test_scenario_load_reads_content_file(tmp_path: Path) -> None:
     (tmp_path / "replies").mkdir()
     (tmp_path / "replies" / "page.txt").write_text("<file>index.html</file>", encoding="utf-8")
     path = tmp_path / "scenario.json"
-    path.write_text(
-        json.dumps({"name": "files", "rules": [{"content_file": "replies/page.txt"}]}), encoding="utf-8"
-    )
+    path.write_text(json.dumps({"name": "files", "rules": [{"content_file": "replies/page.txt"}]}), encoding="utf-8")
     scenario = Scenario.load(path)
     assert scenario.rules[0].content == "<file>index.html</file>"
     with ScriptedServer(scenario) as running:
-        reply = client(running).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x"}]
-        )
+        reply = client(running).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert reply.choices[0].message.content == "<file>index.html</file>"
 
 
@@ -426,9 +407,7 @@ def _browser_use_output_model(done_only: bool = False) -> type[BaseModel]:
     from browser_use.tools.service import Tools
 
     tools = Tools()
-    actions = tools.registry.create_action_model(
-        include_actions=["done"] if done_only else None, page_url="http://x/"
-    )
+    actions = tools.registry.create_action_model(include_actions=["done"] if done_only else None, page_url="http://x/")
     return AgentOutput.type_with_custom_actions(actions)
 
 
@@ -500,17 +479,13 @@ async def test_browser_use_client_gets_resolved_agent_steps(
         dont_force_structured_output=schema_in_system_prompt,
     )
     system = SystemMessage(content="You are a browser agent.")
-    first = await llm.ainvoke(
-        [system, UserMessage(content=agent_state_message(step=0))], output_format=output_model
-    )
+    first = await llm.ainvoke([system, UserMessage(content=agent_state_message(step=0))], output_format=output_model)
     actions = [a.model_dump(exclude_unset=True) for a in first.completion.action]
     assert actions == [{"input": {"index": 4, "text": "Buy milk", "clear": True}}, {"click": {"index": 6}}]
     assert first.completion.memory == "typed and clicked"
     assert first.usage is not None and first.usage.prompt_tokens > 0
 
-    second = await llm.ainvoke(
-        [system, UserMessage(content=agent_state_message(step=1))], output_format=output_model
-    )
+    second = await llm.ainvoke([system, UserMessage(content=agent_state_message(step=1))], output_format=output_model)
     assert second.completion.action[0].model_dump(exclude_unset=True)["done"]["text"] == "YES - listed"
 
 

@@ -17,19 +17,29 @@ from webgen_agent.tools import site as site_module
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import (
     SiteRunner,
+    _printed_urls,
     is_config_path,
     run_shell,
     start_command,
     summarize_log,
-    _printed_urls,
 )
 
 # ---- pure helpers ------------------------------------------------------------------------------
 
 
 def test_config_paths() -> None:
-    for path in ("package.json", "vite.config.js", "vite.config.ts", "tsconfig.json", "tsconfig.node.json",
-                 "tailwind.config.js", "postcss.config.cjs", ".env", ".env.local", "./vite.config.mjs"):
+    for path in (
+        "package.json",
+        "vite.config.js",
+        "vite.config.ts",
+        "tsconfig.json",
+        "tsconfig.node.json",
+        "tailwind.config.js",
+        "postcss.config.cjs",
+        ".env",
+        ".env.local",
+        "./vite.config.mjs",
+    ):
         assert is_config_path(path), path
     for path in ("index.html", "src/App.jsx", "src/config.json", "public/vite.config.js", "package-lock.json"):
         assert not is_config_path(path), path
@@ -64,7 +74,7 @@ def test_printed_urls_only_from_announcements() -> None:
 
 def test_summarize_log_highlights_errors_and_trims() -> None:
     lines = [f"noise {i}" for i in range(200)]
-    lines[50] = "✘ [ERROR] Expected \";\" but found \"}\" in src/App.jsx:3:5"
+    lines[50] = '✘ [ERROR] Expected ";" but found "}" in src/App.jsx:3:5'
     summary = summarize_log("\n".join(lines))
     out = summary.splitlines()
     assert len(out) <= 45 and len(summary) <= 4000
@@ -256,7 +266,9 @@ async def test_bad_http_status_is_an_http_error(tmp_path: Path, runners, vite_te
 
 async def test_run_shell_uses_scrubbed_env(tmp_path: Path, registry: ProcessRegistry, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
-    result = await run_shell("echo key=${OPENAI_API_KEY:-unset} ci=$CI; pwd; exit 4", cwd=tmp_path, timeout_s=10, registry=registry)
+    result = await run_shell(
+        "echo key=${OPENAI_API_KEY:-unset} ci=$CI; pwd; exit 4", cwd=tmp_path, timeout_s=10, registry=registry
+    )
     assert result.exit_code == 4
     assert "key=unset ci=1" in result.output_tail and str(tmp_path) in result.output_tail
     assert registry.entries() == []
@@ -276,8 +288,12 @@ async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_pa
         ok = extra == ["--legacy-peer-deps"]
         if ok:
             (self.workspace / "node_modules").mkdir()
-        return CommandResult(argv=["npm", "install", *extra], exit_code=0 if ok else 1, seconds=0.0,
-                             output_tail="" if ok else "npm ERR! ERESOLVE could not resolve")
+        return CommandResult(
+            argv=["npm", "install", *extra],
+            exit_code=0 if ok else 1,
+            seconds=0.0,
+            output_tail="" if ok else "npm ERR! ERESOLVE could not resolve",
+        )
 
     monkeypatch.setattr(SiteRunner, "_npm_install", fake_install)
     result = await runners(ws, deps_cache_dir=None).ensure_running(None)
@@ -405,8 +421,8 @@ async def test_runs_sharing_a_database_share_installs(tmp_path: Path, vite_templ
     import os
     import shutil
 
-    from webgen_agent.graph.demo import scripted_context
-    from webgen_agent.graph.resources import Resources
+    from webgen_agent.apps.demo import scripted_context
+    from webgen_agent.nodes.resources import Resources
 
     monkeypatch.delenv("WEBGEN_DEPS_CACHE", raising=False)  # the default: beside the database
     db = tmp_path / "db" / "webgen.db"

@@ -28,7 +28,7 @@ def test_snapshot_skips_dependencies_and_materialize_restores_exactly(tmp_path):
     assert set(store.manifest(first)) == {"src/App.jsx", "package.json"}
 
     (ws / "src" / "App.jsx").write_text("v2")
-    (ws / "src" / "extra" ).mkdir()
+    (ws / "src" / "extra").mkdir()
     (ws / "src" / "extra" / "new.js").write_text("new")
     second = store.snapshot(ws)
     assert second != first

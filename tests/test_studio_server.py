@@ -26,11 +26,11 @@ import httpx
 import psutil
 import pytest
 
+from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
-from webgen_agent.graph.resources import Resources
-from webgen_agent.tools.scripted.server import ScriptedServer
-from webgen_agent.tools.scripted.views import Scenario
+from webgen_agent.nodes.resources import Resources
 
 pytestmark = pytest.mark.e2e
 
@@ -74,11 +74,21 @@ def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
     log = base / "langgraph-dev.log"
     # --allow-blocking: the nodes do short synchronous SQLite and file I/O (the blob store), which the
     # dev server's blocking-call detector would otherwise turn into run errors.
-    command = [cli, "dev", "--no-browser", "--no-reload", "--allow-blocking", "--port", str(port),
-               "--config", str(REPO / "langgraph.json")]
+    command = [
+        cli,
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--allow-blocking",
+        "--port",
+        str(port),
+        "--config",
+        str(REPO / "langgraph.json"),
+    ]
     with open(log, "w") as out:
-        proc = subprocess.Popen(command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         yield DevServer(f"http://127.0.0.1:{port}", proc, db_path, base / "runs", log)
     finally:
@@ -161,10 +171,15 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
     thread = await client.threads.create()
     session.thread_id = thread["thread_id"]
     # Only the requirement, as a Studio user types it: run_id and out_dir default in the graph.
-    session.parts = await _collect(client.runs.stream(
-        session.thread_id, assistant_id, input={"requirement": DEMO_REQUIREMENT}, context=context,
-        stream_mode=["updates", "custom"],
-    ))
+    session.parts = await _collect(
+        client.runs.stream(
+            session.thread_id,
+            assistant_id,
+            input={"requirement": DEMO_REQUIREMENT},
+            context=context,
+            stream_mode=["updates", "custom"],
+        )
+    )
     session.final = (await client.threads.get_state(session.thread_id))["values"]
     session.history = await client.threads.get_history(session.thread_id, limit=200)
     session.started = [p.pid for p in _descendants(server.proc.pid)]
@@ -175,13 +190,21 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
         h for h in session.history if h["next"] == ["gui_tester"] and len(h["values"]["steps"]) == 4
     )
     session.fork_update = await client.threads.update_state(
-        session.thread_id, {"test_instruction": EDITED_INSTRUCTION}, as_node="screenshot_judge",
+        session.thread_id,
+        {"test_instruction": EDITED_INSTRUCTION},
+        as_node="screenshot_judge",
         checkpoint_id=session.fork_from["checkpoint"]["checkpoint_id"],
     )
-    session.fork_parts = await _collect(client.runs.stream(
-        session.thread_id, assistant_id, input=None, context=context, stream_mode=["updates", "custom"],
-        checkpoint_id=session.fork_update["checkpoint"]["checkpoint_id"],
-    ))
+    session.fork_parts = await _collect(
+        client.runs.stream(
+            session.thread_id,
+            assistant_id,
+            input=None,
+            context=context,
+            stream_mode=["updates", "custom"],
+            checkpoint_id=session.fork_update["checkpoint"]["checkpoint_id"],
+        )
+    )
     session.fork_final = (await client.threads.get_state(session.thread_id))["values"]
     session.history_after_fork = await client.threads.get_history(session.thread_id, limit=200)
     gui_run = session.fork_final["steps"][3]["gui_run"]
@@ -199,9 +222,7 @@ async def studio(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -
             await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
         finally:
             session.log = server.log.read_text()[-4000:]
-    session.still_alive = [
-        " ".join(p.cmdline()[:3]) for p in _alive(session.started)
-    ]
+    session.still_alive = [" ".join(p.cmdline()[:3]) for p in _alive(session.started)]
     return session
 
 
@@ -295,4 +316,3 @@ def test_server_and_everything_it_started_are_stopped(studio: StudioSession) -> 
             if (proc.info["cwd"] or "").startswith(str(studio.runs_dir)):
                 leftovers.append(proc.pid)
     assert leftovers == []
-

@@ -40,7 +40,9 @@ def test_writes_through_symlinks_are_refused(tmp_path):
 
 
 def test_refusals_are_reported_and_the_rest_written(tmp_path):
-    result = apply_files(tmp_path, [FileAction(path="../escape.txt", content="x"), FileAction(path="./a/b.txt", content="y")])
+    result = apply_files(
+        tmp_path, [FileAction(path="../escape.txt", content="x"), FileAction(path="./a/b.txt", content="y")]
+    )
     assert result.written == ["a/b.txt"]
     assert "leave the project" in result.refused["../escape.txt"]
     assert not (tmp_path.parent / "escape.txt").exists()

@@ -109,7 +109,7 @@ def parse_reply(text: str) -> ParsedReply:
             kind="malformed",
             format_ok=False,
             problems=[
-                "No <boltArtifact> with <boltAction type=\"file\" filePath=\"...\"> was found, and no control "
+                'No <boltArtifact> with <boltAction type="file" filePath="..."> was found, and no control '
                 "word. Write every changed file whole inside boltAction tags, or reply 'screenshot_validated' "
                 "or 'finish'."
             ],

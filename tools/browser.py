@@ -18,9 +18,20 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from playwright.async_api import Browser, BrowserContext, ConsoleMessage, Error as PlaywrightError, Page, Playwright, Request, Response
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Page,
+    Playwright,
+    Request,
+    Response,
+    async_playwright,
+)
+from playwright.async_api import (
+    Error as PlaywrightError,
+)
 from playwright.async_api import TimeoutError as PlaywrightTimeout
-from playwright.async_api import async_playwright
 from pydantic import BaseModel, ConfigDict, Field
 
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
@@ -96,7 +107,8 @@ class PageCapture(BaseModel):
     console_errors: list[str] = Field(default_factory=list)
     failed_requests: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
     module_paths: list[str] = Field(
-        default_factory=list, description="Same-origin scripts/styles that loaded: URL path and query, vite's ?t= dropped."
+        default_factory=list,
+        description="Same-origin scripts/styles that loaded: URL path and query, vite's ?t= dropped.",
     )
     failed_module_paths: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
     overlay: str | None = Field(default=None, description="Text of the Vite error overlay, when shown.")
@@ -204,7 +216,10 @@ class SharedBrowser:
     @property
     def healthy(self) -> bool:
         return (
-            self._process is not None and self._process.alive and self._browser is not None and self._browser.is_connected()
+            self._process is not None
+            and self._process.alive
+            and self._browser is not None
+            and self._browser.is_connected()
         )
 
     async def start(self) -> SharedBrowser:
@@ -275,10 +290,14 @@ class SharedBrowser:
     async def __aenter__(self) -> SharedBrowser:
         return await self.start()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
-    async def capture(self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0) -> PageCapture:
+    async def capture(
+        self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0
+    ) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.
 
         Captures of concurrent runs share the browser (each in its own context).
@@ -375,7 +394,9 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
 
     def note_failed(url: str, why: str) -> None:
         # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
-        if len(result.failed_requests) < _MAX_ITEMS and not any(r.startswith(url + " (") for r in result.failed_requests):
+        if len(result.failed_requests) < _MAX_ITEMS and not any(
+            r.startswith(url + " (") for r in result.failed_requests
+        ):
             result.failed_requests.append(f"{url} ({why})")
 
     def on_response(response: Response) -> None:
@@ -439,5 +460,7 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.png = await page.screenshot(type="png", full_page=False, animations="disabled", timeout=step_timeout * 1000)
+        result.png = await page.screenshot(
+            type="png", full_page=False, animations="disabled", timeout=step_timeout * 1000
+        )
     return result

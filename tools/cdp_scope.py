@@ -33,25 +33,29 @@ from websockets.exceptions import ConnectionClosed
 logger = logging.getLogger(__name__)
 
 # Root commands that act on the default context unless told otherwise; they take this parameter.
-_CONTEXT_PARAM_COMMANDS = frozenset({
-    "Target.createTarget",
-    "Storage.getCookies",
-    "Storage.setCookies",
-    "Storage.clearCookies",
-    "Browser.grantPermissions",
-    "Browser.resetPermissions",
-    "Browser.setPermission",
-    "Browser.setDownloadBehavior",
-})
+_CONTEXT_PARAM_COMMANDS = frozenset(
+    {
+        "Target.createTarget",
+        "Storage.getCookies",
+        "Storage.setCookies",
+        "Storage.clearCookies",
+        "Browser.grantPermissions",
+        "Browser.resetPermissions",
+        "Browser.setPermission",
+        "Browser.setDownloadBehavior",
+    }
+)
 _REFUSED_COMMANDS = frozenset({"Browser.close", "Browser.crash", "Target.disposeBrowserContext"})
-_TARGET_EVENTS = frozenset({
-    "Target.targetCreated",
-    "Target.targetInfoChanged",
-    "Target.targetDestroyed",
-    "Target.targetCrashed",
-    "Target.attachedToTarget",
-    "Target.detachedFromTarget",
-})
+_TARGET_EVENTS = frozenset(
+    {
+        "Target.targetCreated",
+        "Target.targetInfoChanged",
+        "Target.targetDestroyed",
+        "Target.targetCrashed",
+        "Target.attachedToTarget",
+        "Target.detachedFromTarget",
+    }
+)
 
 
 async def browser_websocket_url(cdp_url: str) -> str:
@@ -112,10 +116,17 @@ class _Relay:
                 method = message.get("method", "")
                 if "sessionId" not in message:
                     if method in _REFUSED_COMMANDS:
-                        await self.client.send(json.dumps({
-                            "id": message.get("id"),
-                            "error": {"code": -32000, "message": f"{method} is not allowed on a shared browser"},
-                        }))
+                        await self.client.send(
+                            json.dumps(
+                                {
+                                    "id": message.get("id"),
+                                    "error": {
+                                        "code": -32000,
+                                        "message": f"{method} is not allowed on a shared browser",
+                                    },
+                                }
+                            )
+                        )
                         continue
                     params = message.setdefault("params", {})
                     if method in _CONTEXT_PARAM_COMMANDS:
@@ -232,8 +243,9 @@ async def scoped_cdp_endpoint(cdp_url: str, *, connect_timeout_s: float = 10.0) 
     async def handle(client: ServerConnection) -> None:
         # No size limit: screenshots travel as one message of several MB. No compression: Chromium
         # offers none, and deflating those screenshots for a loopback client costs more than it saves.
-        async with connect(browser_url, max_size=None, ping_interval=None, compression=None,
-                           open_timeout=connect_timeout_s) as browser:
+        async with connect(
+            browser_url, max_size=None, ping_interval=None, compression=None, open_timeout=connect_timeout_s
+        ) as browser:
             created = await asyncio.wait_for(
                 _command(browser, "Target.createBrowserContext", {"disposeOnDetach": True}), connect_timeout_s
             )

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, shared_http_client
@@ -106,9 +107,7 @@ def configure_browser_use_env() -> None:
     # Not ~/.config/browseruse: nothing in the user's home. One fixed folder per user, reused by
     # every process, so that runs (and killed runs) do not leave a folder each.
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    os.environ.setdefault(
-        "BROWSER_USE_CONFIG_DIR", str(Path(tempfile.gettempdir()) / f"webgen-browser-use-{uid}")
-    )
+    os.environ.setdefault("BROWSER_USE_CONFIG_DIR", str(Path(tempfile.gettempdir()) / f"webgen-browser-use-{uid}"))
     for name in ("browser_use", "bubus", "cdp_use"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -117,7 +116,10 @@ configure_browser_use_env()
 
 # Agent() imports the Anthropic client lazily (~1.8 s): it belongs to the warm-up too.
 BROWSER_USE_MODULES = (
-    "browser_use", "browser_use.tools.service", "browser_use.llm.openai.chat", "browser_use.llm.anthropic.chat"
+    "browser_use",
+    "browser_use.tools.service",
+    "browser_use.llm.openai.chat",
+    "browser_use.llm.anthropic.chat",
 )
 
 
@@ -462,8 +464,9 @@ async def open_gui_session(
     except BaseException:
         await stack.aclose()
         raise
-    return GuiSession(url=url, viewport=viewport, session=session, endpoint=endpoint, files=files,
-                      event_lock=lock, _stack=stack)
+    return GuiSession(
+        url=url, viewport=viewport, session=session, endpoint=endpoint, files=files, event_lock=lock, _stack=stack
+    )
 
 
 async def _kill_quietly(session: BrowserSession) -> None:
@@ -536,8 +539,11 @@ async def run_gui_agent(
                 try:
                     cdp_url = (await stack.enter_async_context(SharedBrowser(chromium_path))).ws_url
                 except (RuntimeError, OSError) as exc:
-                    return GuiRun(errors=[f"Chromium did not start: {_short(str(exc))}"], stopped_reason="error",
-                                  seconds=round(time.monotonic() - started, 3))
+                    return GuiRun(
+                        errors=[f"Chromium did not start: {_short(str(exc))}"],
+                        stopped_reason="error",
+                        seconds=round(time.monotonic() - started, 3),
+                    )
             # The agent sees one fresh browser context, never the tabs of captures or other agents.
             endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
             run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
@@ -587,14 +593,13 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepar
         max_retries=LLM_RETRIES,
         http_client=shared_http_client(),
     )
-    task = (
-        spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
-    )
+    task = spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
     return Agent(
         task=task,
         llm=llm,
         browser_session=(
-            prepared.session if prepared is not None
+            prepared.session
+            if prepared is not None
             else _browser_session(spec.url, endpoint_url, spec.viewport, run_files)
         ),
         tools=Tools(exclude_actions=list(EXCLUDED_ACTIONS)),
@@ -658,9 +663,7 @@ async def _run(
         await _close(agent)
 
     if budget.endpoint_down:
-        errors.append(
-            f"model endpoint {spec.base_url} failed {ENDPOINT_FAILURE_LIMIT} calls in a row; run stopped"
-        )
+        errors.append(f"model endpoint {spec.base_url} failed {ENDPOINT_FAILURE_LIMIT} calls in a row; run stopped")
     actions, history_errors, steps = _collect_history(agent)
     for result in agent.state.last_result or []:
         if result.error and _short(result.error) not in history_errors:

@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
-from webgen_agent.graph.context import ModelSettings, Role, api_key_for
+from webgen_agent.core.context import ModelSettings, Role, api_key_for
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
@@ -36,7 +36,7 @@ class Usage(BaseModel):
     output_tokens: int = 0
     calls: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -177,9 +177,8 @@ def response_format(schema: type[BaseModel]) -> dict[str, Any]:
 
 
 def _schema_hint(schema: type[BaseModel]) -> str:
-    return (
-        "Answer with one JSON object only, no prose, matching this JSON schema:\n"
-        + json.dumps(schema.model_json_schema(), indent=None)
+    return "Answer with one JSON object only, no prose, matching this JSON schema:\n" + json.dumps(
+        schema.model_json_schema(), indent=None
     )
 
 

@@ -35,8 +35,16 @@ from pydantic import BaseModel, Field
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _AGENT_PREFIXES = (
-    "OPENAI_", "WEBGEN_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "HF_", "AWS_", "AZURE_",
-    "GOOGLE_", "BROWSER_USE_",
+    "OPENAI_",
+    "WEBGEN_",
+    "ANTHROPIC_",
+    "LANGSMITH_",
+    "LANGCHAIN_",
+    "HF_",
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "BROWSER_USE_",
 )
 # Files bash reads even when non-interactive; they could re-export what we removed.
 _SHELL_STARTUP = ("BASH_ENV", "ENV")
@@ -267,7 +275,9 @@ class ProcessRegistry:
 class ManagedProcess:
     """A command in its own process group, cwd confined to a folder, env scrubbed, output to a log."""
 
-    def __init__(self, popen: subprocess.Popen, argv: list[str], log_path: Path, registry: ProcessRegistry | None) -> None:
+    def __init__(
+        self, popen: subprocess.Popen, argv: list[str], log_path: Path, registry: ProcessRegistry | None
+    ) -> None:
         self._popen = popen
         self.argv = argv
         self.log_path = log_path

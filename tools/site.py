@@ -54,7 +54,13 @@ NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", 
 INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
 # Root-level files whose change needs a fresh dev server (vite restarts itself on some, not all).
 CONFIG_PATTERNS = (
-    "package.json", "*.config.*", "tsconfig*.json", "jsconfig*.json", ".env*", ".postcssrc*", ".babelrc*",
+    "package.json",
+    "*.config.*",
+    "tsconfig*.json",
+    "jsconfig*.json",
+    ".env*",
+    ".postcssrc*",
+    ".babelrc*",
 )
 # Build caches the dependency cache must not carry from one project to another.
 _CACHE_SKIP = (".vite", ".cache", ".vite-temp")
@@ -69,8 +75,23 @@ _POLL_S = 0.1
 # Source files vite serves as transformed modules, cached in its module graph until its file watcher
 # reports a change. index.html, public/ and assets are read from disk on every request.
 _VITE_MODULE_SUFFIXES = (
-    ".js", ".jsx", ".ts", ".tsx", ".mjs", ".mts", ".cjs", ".cts", ".vue", ".svelte",
-    ".css", ".scss", ".sass", ".less", ".styl", ".pcss", ".json",
+    ".js",
+    ".jsx",
+    ".ts",
+    ".tsx",
+    ".mjs",
+    ".mts",
+    ".cjs",
+    ".cts",
+    ".vue",
+    ".svelte",
+    ".css",
+    ".scss",
+    ".sass",
+    ".less",
+    ".styl",
+    ".pcss",
+    ".json",
 )
 # Modules vite serves without an inline source map: checked by a changed answer, not exactly.
 _UNMAPPED_SUFFIXES = (".css", ".scss", ".sass", ".less", ".styl", ".pcss", ".json")
@@ -96,15 +117,25 @@ class ExecutionResult(BaseModel):
     stage: Stage = Field(description="Where it stopped: install, start, http, or ok.")
     kind: Kind | None = None
     url: str | None = None
-    error: str | None = Field(default=None, description="For the coder model: what failed and the log lines that say why.")
+    error: str | None = Field(
+        default=None, description="For the coder model: what failed and the log lines that say why."
+    )
     install_ran: bool = Field(default=False, description="Dependencies were (re)installed, by npm or from the cache.")
-    install_cached: bool = Field(default=False, description="node_modules came from the dependency cache, npm did not run.")
-    server_restarted: bool = Field(default=False, description="This call started a server process (first start or restart).")
+    install_cached: bool = Field(
+        default=False, description="node_modules came from the dependency cache, npm did not run."
+    )
+    server_restarted: bool = Field(
+        default=False, description="This call started a server process (first start or restart)."
+    )
     server_pid: int | None = None
     install_s: float = 0.0
     start_s: float = 0.0
-    fresh_s: float = Field(default=0.0, description="Time spent confirming a kept dev server serves the edited modules.")
-    stale_restart: bool = Field(default=False, description="A kept server still served an old module after the cap: restarted.")
+    fresh_s: float = Field(
+        default=0.0, description="Time spent confirming a kept dev server serves the edited modules."
+    )
+    stale_restart: bool = Field(
+        default=False, description="A kept server still served an old module after the cap: restarted."
+    )
     log_tail: str = ""
 
 
@@ -322,9 +353,7 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 
 def _hardlink_tree(src: Path, dst: Path) -> None:
-    shutil.copytree(
-        src, dst, symlinks=True, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(*_CACHE_SKIP)
-    )
+    shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(*_CACHE_SKIP))
 
 
 class DepsCache:
@@ -525,7 +554,9 @@ class SiteRunner:
         else:
             await self.stop()
             return ExecutionResult(
-                ok=False, stage="start", error="The project has no package.json or index.html at its root, so there is nothing to run."
+                ok=False,
+                stage="start",
+                error="The project has no package.json or index.html at its root, so there is nothing to run.",
             )
 
         install = InstallResult()
@@ -539,14 +570,23 @@ class SiteRunner:
             install = await self._install_if_needed(package)
             if install.error:
                 return ExecutionResult(
-                    ok=False, stage="install", kind=kind, error=install.error, install_ran=install.ran,
-                    install_s=install.seconds, log_tail=install.log_tail,
+                    ok=False,
+                    stage="install",
+                    kind=kind,
+                    error=install.error,
+                    install_ran=install.ran,
+                    install_s=install.seconds,
+                    log_tail=install.log_tail,
                 )
             if start_command(package, 0) is None:
                 if not (ws / "index.html").is_file():
                     await self.stop()
                     return ExecutionResult(
-                        ok=False, stage="start", kind=kind, install_ran=install.ran, install_cached=install.cached,
+                        ok=False,
+                        stage="start",
+                        kind=kind,
+                        install_ran=install.ran,
+                        install_cached=install.cached,
                         install_s=install.seconds,
                         error='package.json has no "dev", "start" or "serve" script and there is no index.html to serve.',
                     )
@@ -653,7 +693,12 @@ class SiteRunner:
                     f"`npm install` failed (exit code {result.exit_code}), also when retried with "
                     f"{' and then '.join(INSTALL_RETRIES)}. Check the package names and versions in package.json."
                 )
-            return InstallResult(ran=True, error=_explain(headline, result.output_tail), log_tail=_last_lines(result.output_tail), seconds=seconds)
+            return InstallResult(
+                ran=True,
+                error=_explain(headline, result.output_tail),
+                log_tail=_last_lines(result.output_tail),
+                seconds=seconds,
+            )
         keys = [key, dependency_key(ws)]  # npm may have written a lockfile: both keys describe this tree
         self._write_marker(keys)
         if self.cache is not None:
@@ -686,7 +731,16 @@ class SiteRunner:
     async def _start(self, kind: Kind, package: dict[str, Any], config: str | None) -> dict[str, Any]:
         port = free_port()
         if kind == "static":
-            argv = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory", str(self.workspace)]
+            argv = [
+                sys.executable,
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                str(port),
+                "--directory",
+                str(self.workspace),
+            ]
             extra: dict[str, str] = {}
         else:
             command = start_command(package, port, self.workspace)
@@ -732,15 +786,21 @@ class SiteRunner:
                 if not server.alive:
                     code = server.returncode
                     log = read_tail(server.log_path, lines=400)
-                    return None, "start", _explain(
-                        f"`{shown}` exited with code {code} before the site answered HTTP.", log
+                    return (
+                        None,
+                        "start",
+                        _explain(f"`{shown}` exited with code {code} before the site answered HTTP.", log),
                     )
                 now = time.monotonic()
                 if bad is not None and bad_since is not None and now - bad_since >= _BAD_STATUS_GRACE_S:
-                    return None, "http", _explain(
-                        f"The server runs but {bad[0]} answers HTTP {bad[1]} instead of a page "
-                        "(is index.html missing, or is the entry path wrong?).",
-                        read_tail(server.log_path, lines=400),
+                    return (
+                        None,
+                        "http",
+                        _explain(
+                            f"The server runs but {bad[0]} answers HTTP {bad[1]} instead of a page "
+                            "(is index.html missing, or is the entry path wrong?).",
+                            read_tail(server.log_path, lines=400),
+                        ),
                     )
                 if now >= deadline:
                     headline = (

@@ -53,7 +53,9 @@ def load_records(path: str | Path, *, ids: list[str] | None = None, limit: int |
             try:
                 record = BenchRecord.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
-                raise BenchDataError(f"{path}:{number}: not a WebGen-Bench record ({str(exc).splitlines()[0]})") from None
+                raise BenchDataError(
+                    f"{path}:{number}: not a WebGen-Bench record ({str(exc).splitlines()[0]})"
+                ) from None
             if wanted and record.id not in wanted:
                 continue
             records.append(record)

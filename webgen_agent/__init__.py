@@ -1,8 +1,9 @@
 """webgen-agent: a website-generation code agent built as a LangGraph workflow.
 
-The implementation lives in the sub-packages ``webgen_agent.graph`` (wiring, state, settings, CLI),
-``webgen_agent.nodes`` (the decisions), ``webgen_agent.tools`` (what acts on the world) and
-``webgen_agent.checkpoints`` (what is remembered). The public embedding API is re-exported here
+The implementation lives in layered sub-packages (docs/architecture.md): ``webgen_agent.core``
+(state, settings, shared types), ``webgen_agent.tools`` (what acts on the world),
+``webgen_agent.checkpoints`` (what is remembered), ``webgen_agent.nodes`` (the decisions),
+``webgen_agent.graph`` (the wiring) and ``webgen_agent.apps`` (CLI, rollout, benchmark, report). The public embedding API is re-exported here
 (see docs/embedding.md):
 
 - ``run_requirement(requirement, context=..., ...) -> RunResult``: one run, start to finish;
@@ -24,21 +25,21 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "AgentContext": "webgen_agent.graph.context",
-    "ModelSettings": "webgen_agent.graph.context",
-    "Settings": "webgen_agent.graph.context",
-    "AgentState": "webgen_agent.graph.state",
-    "InputState": "webgen_agent.graph.state",
-    "OutputState": "webgen_agent.graph.state",
-    "ProgressEvent": "webgen_agent.graph.state",
-    "Step": "webgen_agent.graph.state",
+    "AgentContext": "webgen_agent.core.context",
+    "ModelSettings": "webgen_agent.core.context",
+    "Settings": "webgen_agent.core.context",
+    "AgentState": "webgen_agent.core.state",
+    "InputState": "webgen_agent.core.state",
+    "OutputState": "webgen_agent.core.state",
+    "ProgressEvent": "webgen_agent.core.events",
+    "Step": "webgen_agent.core.state",
     "build_graph": "webgen_agent.graph.builder",
     "compile_graph": "webgen_agent.graph.builder",
     "RunResult": "webgen_agent.graph.api",
     "run_requirement": "webgen_agent.graph.api",
     "resume_run": "webgen_agent.graph.api",
-    "Resources": "webgen_agent.graph.resources",
-    "use_resources": "webgen_agent.graph.resources",
+    "Resources": "webgen_agent.nodes.resources",
+    "use_resources": "webgen_agent.nodes.resources",
     "open_checkpointer": "webgen_agent.checkpoints.saver",
 }
 
@@ -64,17 +65,17 @@ __all__ = [
 
 if TYPE_CHECKING:
     from webgen_agent.checkpoints.saver import open_checkpointer
-    from webgen_agent.graph.api import RunResult, resume_run, run_requirement
-    from webgen_agent.graph.builder import build_graph, compile_graph
-    from webgen_agent.graph.context import AgentContext, ModelSettings, Settings
-    from webgen_agent.graph.resources import Resources, use_resources
-    from webgen_agent.graph.state import (
+    from webgen_agent.core.context import AgentContext, ModelSettings, Settings
+    from webgen_agent.core.events import ProgressEvent
+    from webgen_agent.core.state import (
         AgentState,
         InputState,
         OutputState,
-        ProgressEvent,
         Step,
     )
+    from webgen_agent.graph.api import RunResult, resume_run, run_requirement
+    from webgen_agent.graph.builder import build_graph, compile_graph
+    from webgen_agent.nodes.resources import Resources, use_resources
 
 
 def __getattr__(name: str) -> Any:

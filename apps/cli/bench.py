@@ -1,0 +1,214 @@
+"""``webgen-agent bench``: WebGen-Bench generation, evaluation and scoring in one command."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_settings
+from webgen_agent.apps.bench.views import BenchSummary, Rates
+from webgen_agent.apps.cli.common import console, errors, fail, make_context, with_model_flags
+from webgen_agent.core.context import ConfigError, CriticMode, Settings
+from webgen_agent.tools.webgen_bench import BenchDataError, load_records
+
+app = typer.Typer()
+
+_AGENT = "Agent"
+_EVAL = "Evaluation"
+
+
+def _percent(value: float) -> str:
+    return f"{value:.1f}%"
+
+
+def _row(table: Table, group: str, rates: Rates, appearance: float | None = None) -> None:
+    table.add_row(
+        group,
+        str(rates.test_cases),
+        _percent(rates.accuracy),
+        _percent(rates.yes_rate),
+        _percent(rates.partial_rate),
+        _percent(rates.no_rate),
+        _percent(rates.start_failed_rate),
+        f"{appearance:.2f}" if appearance is not None else "",
+    )
+
+
+def summary_table(summary: BenchSummary) -> Table:
+    """Accuracy, verdict rates and appearance: overall, per instruction category, per test-case category."""
+    table = Table(title=f"WebGen-Bench: {summary.instructions} instructions, {summary.test_cases} test cases")
+    for column in ("group", "cases", "accuracy", "YES", "PARTIAL", "NO", "start failed", "appearance"):
+        table.add_column(column, justify="left" if column == "group" else "right")
+    _row(table, "all", summary.overall, summary.appearance)
+    table.add_section()
+    for name, rates in summary.by_instruction_category.items():
+        _row(table, f"instruction: {name or '-'}", rates, summary.appearance_by_instruction_category.get(name))
+    table.add_section()
+    for name, rates in summary.by_case_category.items():
+        _row(table, f"test case: {name or '-'}", rates)
+    return table
+
+
+def _cost_lines(summary: BenchSummary) -> list[str]:
+    lines = []
+    if summary.generation is not None and summary.generation.units:
+        g = summary.generation
+        lines.append(
+            f"generation: {g.seconds_per_unit:.1f} s and {g.tokens_per_unit:,.0f} tokens per instruction "
+            f"({g.units} runs)"
+        )
+    e = summary.evaluation
+    if e.units:
+        lines.append(f"evaluation: {e.seconds_per_unit:.1f} s and {e.tokens_per_unit:,.0f} tokens per test case")
+    if summary.overall.missing:
+        lines.append(
+            f"[yellow]{summary.overall.missing} test case(s) have no result yet (counted 0); "
+            "re-run the same command to finish[/yellow]"
+        )
+    return lines
+
+
+def _notify(message: str) -> None:
+    # Progress lines quote logs and model answers: print them as plain text, never as markup.
+    console.print(message, markup=False, highlight=False)
+
+
+def _ids(values: list[str] | None) -> list[str] | None:
+    ids = [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+    return ids or None
+
+
+@app.command()
+@with_model_flags
+def bench(
+    data: Annotated[
+        Path, typer.Option(help="WebGen-Bench JSON-lines file (e.g. test.jsonl).", exists=True, dir_okay=False)
+    ],
+    out: Annotated[Path, typer.Option(help="Output folder; the same command again continues where it stopped.")],
+    ids: Annotated[
+        list[str] | None, typer.Option(help="Only these record ids (repeat, or separate with commas).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Runs, sites and GUI sessions at once.")] = 2,
+    evaluate_only: Annotated[
+        Path | None,
+        typer.Option(
+            "--evaluate-only",
+            metavar="SITES_DIR",
+            exists=True,
+            file_okay=False,
+            help="Evaluate sites made elsewhere (one folder per record id) instead of generating.",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Run ids are bench-NAME-<id> (default: the --out folder's name).", rich_help_panel=_AGENT),
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Coder steps (default 20).", rich_help_panel=_AGENT)] = None,
+    error_limit: Annotated[
+        int | None, typer.Option(help="Errored steps before backtracking (default 5).", rich_help_panel=_AGENT)
+    ] = None,
+    critic: Annotated[CriticMode | None, typer.Option(help="template or llm.", rich_help_panel=_AGENT)] = None,
+    allow_shell: Annotated[
+        bool, typer.Option(help="Run shell actions the coder writes.", rich_help_panel=_AGENT)
+    ] = False,
+    eval_vlm_model: Annotated[
+        str | None, typer.Option(help="GUI-agent model (default: the agent's vlm).", rich_help_panel=_EVAL)
+    ] = None,
+    eval_appearance_model: Annotated[
+        str | None, typer.Option(help="Appearance grader (default: --eval-vlm-model).", rich_help_panel=_EVAL)
+    ] = None,
+    eval_feedback_model: Annotated[
+        str | None, typer.Option(help="Verdict model (default: the agent's feedback).", rich_help_panel=_EVAL)
+    ] = None,
+    eval_base_url: Annotated[
+        str | None,
+        typer.Option(help="Endpoint of the evaluation models (default: the agent's).", rich_help_panel=_EVAL),
+    ] = None,
+    eval_appearance_base_url: Annotated[
+        str | None, typer.Option(help="Endpoint of the appearance grader.", rich_help_panel=_EVAL)
+    ] = None,
+    eval_api_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="WEBGEN_EVAL_API_KEY",
+            show_envvar=True,
+            help="API key of the evaluation endpoints.",
+            rich_help_panel=_EVAL,
+        ),
+    ] = None,
+    eval_max_actions: Annotated[
+        int, typer.Option(min=1, help="GUI-agent actions per test case.", rich_help_panel=_EVAL)
+    ] = 15,
+    eval_verdict: Annotated[
+        VerdictMode,
+        typer.Option(
+            help="agent: the agent's YES/PARTIAL/NO answer decides (feedback model when it gave none); "
+            "feedback: the feedback model always decides.",
+            rich_help_panel=_EVAL,
+        ),
+    ] = "agent",
+    retry_errors: Annotated[
+        bool, typer.Option(help="Redo results that ended in an infrastructure error.", rich_help_panel=_EVAL)
+    ] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Run WebGen-Bench: generate a site per instruction, test it with GUI agents, grade it, score.
+
+    Exits with 1 when some test cases have no result yet (re-run the same command to finish).
+    """
+    from webgen_agent.apps.bench.service import run_bench
+
+    try:
+        records = load_records(data, ids=_ids(ids), limit=limit)
+        flags = EvalModelFlags(
+            vlm_model=eval_vlm_model,
+            appearance_model=eval_appearance_model,
+            feedback_model=eval_feedback_model,
+            base_url=eval_base_url,
+            appearance_base_url=eval_appearance_base_url,
+            api_key=eval_api_key,
+        )
+        evaluation = eval_settings(settings, flags, max_actions=eval_max_actions, verdict=eval_verdict, workers=workers)
+    except (BenchDataError, ConfigError) as exc:
+        fail(str(exc))
+    context = None
+    if evaluate_only is None:
+        context = make_context(
+            settings, max_steps=max_steps, error_limit=error_limit, critic=critic, allow_shell=allow_shell or None
+        )
+    # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
+    db_path = Path(settings.db) if "db" in settings.model_fields_set else None
+    console.print(f"{len(records)} instruction(s), {sum(len(r.test_cases) for r in records)} test case(s) -> {out}")
+    try:
+        summary = asyncio.run(
+            run_bench(
+                records,
+                data=data,
+                out_dir=out,
+                eval_settings=evaluation,
+                context=context,
+                sites_dir=evaluate_only,
+                db_path=db_path,
+                name=name,
+                retry_errors=retry_errors,
+                notify=_notify,
+                deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
+            )
+        )
+    except ConfigError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted[/yellow]: results so far are kept; run the same command to continue.")
+        raise typer.Exit(130) from None
+    console.print(summary_table(summary))
+    for line in _cost_lines(summary):
+        console.print(line)
+    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    if summary.overall.missing:
+        raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one

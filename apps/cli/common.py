@@ -1,0 +1,118 @@
+"""What every command of the ``webgen-agent`` command line shares: consoles, model flags, errors, run helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import sys
+import typing
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, Settings
+
+# Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+
+# Flags every command that talks to models accepts; explicit flags beat the environment.
+_MODEL_FLAGS: list[tuple[str, str]] = [
+    ("base_url", "OpenAI-compatible endpoint for all roles (default: OPENAI_BASE_URL)."),
+    ("model", "Model name for all roles (default: WEBGEN_MODEL)."),
+    ("coder_model", "Coder model (Generator, Refiner)."),
+    ("vlm_model", "Vision model (Screenshot-Judge, GUI agent)."),
+    ("feedback_model", "Feedback model (GUI test and verdict, llm Critic)."),
+    ("coder_base_url", "Endpoint of the coder model."),
+    ("vlm_base_url", "Endpoint of the vision model."),
+    ("feedback_base_url", "Endpoint of the feedback model."),
+]
+
+
+def with_model_flags(fn: Any) -> Any:
+    """Add the model flags to a command; the command receives them as ``settings: Settings``."""
+    signature = inspect.signature(fn)
+    # Resolve the string annotations (postponed evaluation) so typer sees the Annotated options.
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in signature.parameters.values()
+        if p.name != "settings"
+    ]
+    for name, help_text in _MODEL_FLAGS:
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[str | None, typer.Option(help=help_text, rich_help_panel="Models")],
+            )
+        )
+    params.append(
+        inspect.Parameter(
+            "db",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[str | None, typer.Option(help=f"Run database (default: WEBGEN_DB or {DEFAULT_DB}).")],
+        )
+    )
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        explicit = {name: kwargs.pop(name) for name, _ in _MODEL_FLAGS}
+        explicit["db"] = kwargs.pop("db")
+        try:
+            settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
+        except Exception as exc:  # pydantic-settings validation: show one line
+            fail(f"invalid settings: {exc}")
+        return fn(*args, settings=settings, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    return wrapper
+
+
+def db_option() -> Any:
+    return typer.Option(help=f"Run database (default: WEBGEN_DB or {DEFAULT_DB}).")
+
+
+def resolve_db(db: str | None) -> Path:
+    return Path(db or Settings().db)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    errors.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code)
+
+
+def make_context(settings: Settings, **overrides: Any) -> AgentContext:
+    try:
+        return settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def run_async(coro: Any) -> Any:
+    try:
+        return asyncio.run(coro)
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted[/yellow]: servers stopped; continue with `webgen-agent resume RUN_ID`.")
+        raise typer.Exit(130) from None
+
+
+def print_result(result: Any) -> None:
+    from webgen_agent.apps.progress import step_table
+
+    console.print(step_table(result.summary))
+    console.print(f"output folder: {result.out_dir}")
+    if result.site_dir:
+        console.print(f"site: {result.site_dir} (step {result.chosen_step})")
+
+
+async def run_with_view(title: str, start: Any) -> Any:
+    from webgen_agent.apps.progress import ProgressView
+
+    with ProgressView(console, title) as view:
+        return await start(view.on_event)

@@ -1,0 +1,127 @@
+"""Training data from the CLI: ``rollout`` (group rollouts for Step-GRPO) and ``export`` (JSONL datasets)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from webgen_agent.apps.cli.common import console, db_option, errors, fail, make_context, resolve_db, with_model_flags
+from webgen_agent.apps.rollout.service import ROLLOUT_MAX_STEPS, ROLLOUT_TEMPERATURE, ROLLOUT_TOP_P
+from webgen_agent.checkpoints.views import ExportFormat
+from webgen_agent.core.context import CriticMode, Settings
+
+app = typer.Typer()
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """Repeated options and comma-separated lists both work: ``--ids a,b --ids c``."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+@app.command()
+@with_model_flags
+def rollout(
+    data: Annotated[
+        Path, typer.Option(help="WebGen-Bench-style JSON-lines file of instructions.", exists=True, dir_okay=False)
+    ],
+    samples: Annotated[int, typer.Option(min=1, help="Trajectories per instruction (the group size).")] = 5,
+    max_steps: Annotated[int, typer.Option(min=1, help="Coder steps per trajectory.")] = ROLLOUT_MAX_STEPS,
+    workers: Annotated[int, typer.Option(min=1, help="Trajectories run at the same time.")] = 2,
+    temperature: Annotated[float, typer.Option(help="Coder sampling temperature.")] = ROLLOUT_TEMPERATURE,
+    top_p: Annotated[float, typer.Option(help="Coder nucleus sampling.")] = ROLLOUT_TOP_P,
+    ids: Annotated[list[str] | None, typer.Option(help="Only these record ids (repeat or comma-separate).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N records.")] = None,
+    name: Annotated[
+        str | None,
+        typer.Option(help="Rollout name: run ids are NAME-<record id>-s<k> (default: the data file's name)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the trajectories' outputs (default: ./webgen-runs/NAME).")
+    ] = None,
+    logprobs: Annotated[bool, typer.Option(help="Ask the coder endpoint for token logprobs (exported).")] = False,
+    critic: Annotated[
+        CriticMode | None, typer.Option(help="template (default) or llm (critiques are exported).")
+    ] = None,
+    gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
+    *,
+    settings: Settings,
+) -> None:
+    """Run SAMPLES trajectories per instruction for Step-GRPO; re-run the same command to continue."""
+    from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
+    from webgen_agent.apps.rollout.view import RolloutView, outcome_table
+    from webgen_agent.tools.webgen_bench import BenchDataError, load_records
+
+    try:
+        records = load_records(data, ids=_split(ids) or None, limit=limit)
+    except BenchDataError as exc:
+        fail(str(exc))
+    if not records:
+        fail(f"{data}: no records selected")
+    name = name or data.stem
+    context = rollout_context(
+        make_context(settings, critic=critic, gui_max_actions=gui_max_actions),
+        max_steps=max_steps,
+        temperature=temperature,
+        top_p=top_p,
+        logprobs=logprobs,
+    )
+    specs = plan_rollout(records, samples=samples, name=name)
+    out_dir = out or Path(context.runs_dir) / name
+    console.print(
+        f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, "
+        f"{workers} at a time, database {settings.db}"
+    )
+    view = RolloutView(console, f"rollout {name}", total=len(specs))
+    try:
+        with view:
+            outcomes = asyncio.run(
+                run_rollout(
+                    specs, context=context, db_path=Path(settings.db), out_dir=out_dir, workers=workers, listener=view
+                )
+            )
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted[/yellow]: servers stopped; run the same command again to continue.")
+        raise typer.Exit(130) from None
+    console.print(outcome_table(outcomes))
+    failed = [o for o in outcomes if o.status == "failed"]
+    counts = view.counts()
+    console.print(f"{counts['done']} finished now, {counts['skipped']} finished before, {len(failed)} failed.")
+    if failed:
+        errors.print(f"[red]{len(failed)} trajectories failed[/red]; run the same command again to continue them.")
+        raise typer.Exit(1)
+
+
+@app.command()
+def export(
+    export_format: Annotated[ExportFormat, typer.Option("--format", help="step-grpo, sft, critic or rewards.")],
+    out: Annotated[Path, typer.Option(help="Output JSON-lines file.", dir_okay=False)],
+    groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="sft: keep trajectories whose chosen step's reward is at least this.")
+    ] = None,
+    include_unfinished: Annotated[bool, typer.Option(help="Also read failed and interrupted runs.")] = False,
+    db: Annotated[str | None, db_option()] = None,
+) -> None:
+    """Write trajectories as training data (formats in docs/exports.md)."""
+    from webgen_agent.checkpoints.export import export_trajectories
+
+    db_path = resolve_db(db)
+    if not db_path.is_file():
+        fail(f"no run database at {db_path}")
+    report = asyncio.run(
+        export_trajectories(
+            export_format,
+            out,
+            db_path=db_path,
+            groups=_split(groups) or None,
+            min_score=min_score,
+            include_unfinished=include_unfinished,
+        )
+    )
+    console.print(
+        f"wrote {report.records} {export_format} records from {report.trajectories} trajectories "
+        f"in {report.groups} groups to {report.path} ({report.seconds:.2f}s)"
+    )

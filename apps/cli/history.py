@@ -1,0 +1,118 @@
+"""Time travel from the CLI: ``history`` (steps and their checkpoints) and ``fork`` (branch a run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from webgen_agent.apps.cli.common import (
+    console,
+    db_option,
+    fail,
+    make_context,
+    print_result,
+    resolve_db,
+    run_async,
+    run_with_view,
+    with_model_flags,
+)
+from webgen_agent.checkpoints.outputs import event_line
+from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.core.context import Settings
+
+app = typer.Typer()
+
+
+@app.command()
+def history(
+    run_id: Annotated[str, typer.Argument(help="The run to show.")],
+    db: Annotated[str | None, db_option()] = None,
+) -> None:
+    """One row per step (scores, errored, checkpoint id, parent, time, tokens) and the backtracks."""
+    from webgen_agent.graph.api import run_history
+
+    try:
+        rows, events = run_async(run_history(run_id, db_path=resolve_db(db)))
+    except ValueError as exc:
+        fail(str(exc))
+    record = RunIndex(resolve_db(db)).get(run_id)
+    title = f"run {run_id} ({record.status})" if record else f"run {run_id}"
+    if record and record.parent_run:
+        title += f", forked from {record.parent_run} at step {record.fork_step}"
+    table = Table(title=title)
+    for column in (
+        "step",
+        "role",
+        "action",
+        "parent",
+        "screenshot",
+        "gui",
+        "errored",
+        "checkpoint",
+        "seconds",
+        "tokens",
+    ):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            str(row.step),
+            row.role,
+            row.action,
+            "-" if row.parent is None else str(row.parent),
+            f"{row.screenshot_score}/5",
+            f"{row.gui_score}/5" + (" pass" if row.gui_passed else ""),
+            "yes" if row.errored else "",
+            row.checkpoint_id,
+            f"{row.wall_seconds:.1f}",
+            str(row.tokens),
+        )
+    console.print(table)
+    for event in events:
+        console.print(event_line(event))
+    forks = [r for r in RunIndex(resolve_db(db)).list() if r.parent_run == run_id]
+    for fork in forks:
+        console.print(f"fork: {fork.run_id} from step {fork.fork_step} ({fork.status})")
+
+
+@app.command()
+@with_model_flags
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The run to branch from.")],
+    step: Annotated[int, typer.Option(help="Continue from this step's checkpoint.")],
+    note: Annotated[str, typer.Option(help="A note added to the coder's feedback.")] = "",
+    new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the new run.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder of the new run.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Step budget of the new run (counts all steps).")] = None,
+    *,
+    settings: Settings,
+) -> None:
+    """Start a new run from step N of RUN_ID; the original run stays intact."""
+    from webgen_agent.graph.api import fork_run
+    from webgen_agent.tools.models import ModelCallError
+
+    recorded = RunIndex(settings.db).settings(run_id)
+    if max_steps is not None:
+        recorded["max_steps"] = max_steps
+    context = make_context(settings, **recorded)
+    try:
+        result = run_async(
+            run_with_view(
+                f"fork of {run_id} at step {step}",
+                lambda on_event: fork_run(
+                    run_id,
+                    step=step,
+                    note=note,
+                    context=context,
+                    new_run_id=new_run_id,
+                    out_dir=out,
+                    db_path=Path(settings.db),
+                    on_progress=on_event,
+                ),
+            )
+        )
+    except (ModelCallError, ValueError) as exc:
+        fail(str(exc), code=1)
+    print_result(result)

@@ -1,0 +1,16 @@
+"""The ``webgen-agent`` command line: one Typer app made of each subsystem's commands."""
+
+from __future__ import annotations
+
+import typer
+
+from webgen_agent.apps.cli import bench, export, history, report, run
+
+app = typer.Typer(
+    name="webgen-agent",
+    help="Generate working websites with a LangGraph agent loop, and export its trajectories.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+for commands in (run.app, history.app, bench.app, report.app, export.app):
+    app.add_typer(commands)

@@ -1,0 +1,29 @@
+"""``webgen-agent report RUN_ID``: one self-contained HTML page about a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from webgen_agent.apps.cli.common import console, db_option, fail, resolve_db, run_async
+
+app = typer.Typer()
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run to report on.")],
+    out: Annotated[Path | None, typer.Option(help="HTML file to write (default: <run folder>/report.html).")] = None,
+    db: Annotated[str | None, db_option()] = None,
+) -> None:
+    """Write an HTML report: requirement, score timeline, and per step the screenshot, feedback,
+    changed files, errors, GUI test and cost; images embedded, nothing fetched when opened."""
+    from webgen_agent.apps.report.html import write_report
+
+    try:
+        path = run_async(write_report(run_id, db_path=resolve_db(db), out=out))
+    except ValueError as exc:
+        fail(str(exc))
+    console.print(f"report: {path}", soft_wrap=True, highlight=False)

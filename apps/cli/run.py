@@ -1,0 +1,173 @@
+"""Commands that make and inspect runs: ``run``, ``resume``, ``runs``, ``preview``, ``demo``, ``scripted-server``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from webgen_agent.apps.cli.common import (
+    console,
+    db_option,
+    fail,
+    make_context,
+    print_result,
+    resolve_db,
+    run_async,
+    run_with_view,
+    with_model_flags,
+)
+from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.core.context import CriticMode, Settings
+
+app = typer.Typer()
+
+
+@app.command()
+@with_model_flags
+def run(
+    requirement: Annotated[str, typer.Argument(help="The website requirement, in natural language.")],
+    run_id: Annotated[str | None, typer.Option(help="Name the run (default: generated).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: ./webgen-runs/RUN_ID).")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Coder steps (default 20).")] = None,
+    error_limit: Annotated[int | None, typer.Option(help="Errored steps before backtracking (default 5).")] = None,
+    critic: Annotated[CriticMode | None, typer.Option(help="template or llm.")] = None,
+    allow_shell: Annotated[bool, typer.Option(help="Run shell actions the coder writes.")] = False,
+    group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
+    *,
+    settings: Settings,
+) -> None:
+    """Generate a website for REQUIREMENT."""
+    from webgen_agent.graph.api import run_requirement
+    from webgen_agent.tools.models import ModelCallError
+
+    context = make_context(
+        settings, max_steps=max_steps, error_limit=error_limit, critic=critic, allow_shell=allow_shell or None
+    )
+    from webgen_agent.checkpoints.runs import new_run_id
+
+    run_id = run_id or new_run_id()
+    console.print(f"run id: [bold]{run_id}[/bold]")
+    try:
+        result = run_async(
+            run_with_view(
+                f"run {run_id}",
+                lambda on_event: run_requirement(
+                    requirement,
+                    context=context,
+                    run_id=run_id,
+                    out_dir=out,
+                    group_id=group_id,
+                    db_path=Path(settings.db),
+                    on_progress=on_event,
+                ),
+            )
+        )
+    except (ModelCallError, ValueError) as exc:
+        fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
+    print_result(result)
+
+
+@app.command()
+@with_model_flags
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    *,
+    settings: Settings,
+) -> None:
+    """Continue an interrupted or failed run from its last checkpoint."""
+    from webgen_agent.graph.api import resume_run
+    from webgen_agent.tools.models import ModelCallError
+
+    recorded = RunIndex(settings.db).settings(run_id)
+    context = make_context(settings, **recorded)
+    try:
+        result = run_async(
+            run_with_view(
+                f"resume {run_id}",
+                lambda on_event: resume_run(run_id, context=context, db_path=Path(settings.db), on_progress=on_event),
+            )
+        )
+    except (ModelCallError, ValueError) as exc:
+        fail(str(exc), code=1)
+    print_result(result)
+
+
+@app.command()
+def preview(
+    folder: Annotated[
+        Path, typer.Argument(help="A project folder (package.json or index.html).", exists=True, file_okay=False)
+    ],
+    screenshot: Annotated[Path, typer.Option(help="Where to save the PNG.")] = Path("preview.png"),
+    width: int = 1280,
+    height: int = 800,
+    timeout: Annotated[float, typer.Option(help="Start deadline in seconds.")] = 60.0,
+) -> None:
+    """Run any project folder with the executor and save a screenshot of its landing page."""
+    from webgen_agent.apps.preview import preview_folder
+
+    report = run_async(preview_folder(folder, screenshot, viewport=(width, height), start_timeout_s=timeout))
+    console.print_json(json.dumps(report))
+    if not report["ok"]:
+        raise typer.Exit(1)
+
+
+@app.command("scripted-server")
+def scripted_server(
+    scenario: Annotated[Path, typer.Option(help="Scenario JSON file.", exists=True, dir_okay=False)],
+    host: str = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0 = any free port).")] = 8000,
+) -> None:
+    """Serve the scripted OpenAI-compatible model server (for tests and offline demos)."""
+    from webgen_agent.apps.scripted.server import serve
+
+    serve(scenario, host=host, port=port)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: ./webgen-runs/demo-<time>).")] = None,
+    db: Annotated[str | None, db_option()] = None,
+) -> None:
+    """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
+    from webgen_agent.apps.demo import run_demo
+    from webgen_agent.apps.report.model import REPORT_NAME
+
+    result = run_async(run_demo(out_dir=out, db_path=resolve_db(db), console=console))
+    print_result(result)
+    console.print(f"report: {Path(result.out_dir) / REPORT_NAME}", soft_wrap=True, highlight=False)
+    if result.status != "finished":
+        raise typer.Exit(1)
+
+
+@app.command()
+def runs(
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    db: Annotated[str | None, db_option()] = None,
+) -> None:
+    """List the runs in the database with status, requirement and best scores."""
+    from rich.table import Table
+
+    records = RunIndex(resolve_db(db)).list()
+    if json_output:
+        for record in records:
+            sys.stdout.write(record.model_dump_json(exclude={"settings"}) + "\n")
+        return
+    table = Table(title=f"runs in {resolve_db(db)}")
+    for column in ("run id", "status", "steps", "chosen", "screenshot", "gui", "group", "requirement"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            r.run_id,
+            r.status,
+            str(r.steps),
+            str(r.chosen_step if r.chosen_step is not None else "-"),
+            f"{r.best_screenshot}/5",
+            f"{r.best_gui}/5",
+            r.group_id,
+            r.requirement[:60],
+        )
+    console.print(table)

@@ -1,0 +1,61 @@
+"""The offline demo: the built-in scripted scenario drives a real Vite + React build over HTTP."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources as package_files
+from pathlib import Path
+
+from rich.console import Console
+
+from webgen_agent.apps.progress import ProgressView
+from webgen_agent.apps.report.html import write_report
+from webgen_agent.apps.report.model import REPORT_NAME
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.core.context import AgentContext, ModelSettings
+from webgen_agent.graph.api import RunResult, run_requirement
+
+DEMO_REQUIREMENT = (
+    "Build a to-do list web app: type a task into a text field, add it with a button, and see it "
+    "appear in a list together with a count of tasks. Clean, modern look with a navy accent colour."
+)
+
+
+def scenario_path(name: str) -> Path:
+    """Path of a scenario shipped with the package (``demo`` and the test scenarios)."""
+    return Path(str(package_files.files("webgen_agent.apps.scripted") / "scenarios" / f"{name}.json"))
+
+
+def scripted_context(base_url: str, **overrides: object) -> AgentContext:
+    """A run context whose three roles are the scripted server's models."""
+
+    def role(name: str) -> ModelSettings:
+        return ModelSettings(model=f"scripted-{name}", base_url=base_url, api_key="scripted", max_retries=2)
+
+    return AgentContext(coder=role("coder"), vlm=role("vlm"), feedback=role("feedback"), **overrides)
+
+
+async def run_demo(*, out_dir: Path | None, db_path: Path, console: Console | None = None) -> RunResult:
+    """Play the demo scenario; the run's folder ends up with the site, screenshots and ``report.html``."""
+    scenario = Scenario.load(scenario_path("demo"))
+    run_id = time.strftime("demo-%Y%m%d-%H%M%S")
+    with ScriptedServer(scenario) as server:
+        context = scripted_context(server.base_url, max_steps=8)
+        if console is None:
+            result = await run_requirement(
+                DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir, db_path=db_path
+            )
+        else:
+            console.print(f"scripted model server: {server.base_url}  run id: [bold]{run_id}[/bold]")
+            with ProgressView(console, f"demo {run_id}") as view:
+                result = await run_requirement(
+                    DEMO_REQUIREMENT,
+                    context=context,
+                    run_id=run_id,
+                    out_dir=out_dir,
+                    db_path=db_path,
+                    on_progress=view.on_event,
+                )
+    await write_report(run_id, db_path=db_path, out=Path(result.out_dir) / REPORT_NAME)
+    return result

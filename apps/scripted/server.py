@@ -1,0 +1,276 @@
+"""The scripted OpenAI-compatible model server: stands in for the LLM in tests and the offline demo.
+
+Real clients (openai SDK, langchain-openai, browser-use's ChatOpenAI) talk to it over HTTP exactly as
+to vLLM or OpenAI: ``POST /v1/chat/completions`` (plain or streamed), ``GET /v1/models``,
+``GET /health``. Which answer a request gets is decided by the scenario's rules (see
+docs/scripted-server.md); ``ScriptedServer`` runs it on a background thread for tests,
+``serve`` in the foreground for the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from webgen_agent.apps.scripted.agent_steps import AgentStepError
+from webgen_agent.apps.scripted.engine import (
+    INVALID_BODY,
+    MALFORMED_CONTENT,
+    Reply,
+    RequestFacts,
+    RuleBook,
+    build_completion,
+    build_reply,
+    request_facts,
+    stream_events,
+)
+from webgen_agent.apps.scripted.views import ErrorBody, ErrorDetail, Fault, RequestRecord, Scenario
+
+logger = logging.getLogger(__name__)
+
+
+def _error(status: int, message: str, code: str, *, headers: dict[str, str] | None = None) -> JSONResponse:
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = ErrorBody(error=ErrorDetail(message=message, type=kind, code=code))
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def no_rule_message(scenario: Scenario, facts: RequestFacts) -> str:
+    """Says which request found no rule, so the scenario author can add one."""
+    where = "agent step" if facts.agent is not None else "turn"
+    return (
+        f"scripted scenario {scenario.name!r} has no rule for model {facts.model!r} {where} {facts.turn}"
+        f" (schema={facts.schema_name!r}); last user message begins: {facts.last_user_text[:200]!r}"
+    )
+
+
+class ScriptedModel:
+    """The request handlers over one scenario; keeps the request log."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        # Scenarios built in code (not Scenario.load) read their content files relative to the cwd.
+        self.scenario = scenario.with_files_loaded(Path.cwd())
+        self.rules = RuleBook(self.scenario)
+        self.stopping = threading.Event()
+        self._log: list[RequestRecord] = []
+        self._log_lock = threading.Lock()
+
+    async def _delay(self, request: Request, seconds: float) -> bool:
+        """Sleep without blocking other requests; False when the client left or the server stops.
+
+        Waiting in slices lets a stopping server or a client that gave up (timeout) end the wait,
+        instead of uvicorn cancelling the handler with an error at shutdown.
+        """
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while (left := end - loop.time()) > 0:
+            await asyncio.sleep(min(left, 0.05))
+            if self.stopping.is_set() or await request.is_disconnected():
+                return False
+        return True
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        with self._log_lock:
+            return list(self._log)
+
+    def _record(self, facts: RequestFacts | None, rule_index: int | None, status: int) -> None:
+        record = RequestRecord(
+            model=facts.model if facts else "",
+            turn=facts.turn if facts else None,
+            agent_step=facts.agent is not None if facts else False,
+            rule_index=rule_index,
+            status=status,
+        )
+        with self._log_lock:
+            self._log.append(record)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/chat/completions", self.chat_completions, methods=["POST"]),
+                Route("/v1/models", self.models, methods=["GET"]),
+                Route("/models", self.models, methods=["GET"]),
+                Route("/health", self.health, methods=["GET"]),
+            ]
+        )
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok", "scenario": self.scenario.name})
+
+    async def models(self, request: Request) -> Response:
+        names = sorted({r.model for r in self.scenario.rules if r.model not in (None, "*")}) or ["scripted"]
+        data = [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in names]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def chat_completions(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError as exc:
+            self._record(None, None, 400)
+            return _error(400, f"request body is not JSON: {exc}", "invalid_json")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._record(None, None, 400)
+            return _error(400, "request body must be an object with a 'messages' list", "invalid_request")
+
+        facts = request_facts(body)
+        rule_index = self.rules.select(facts)
+        if rule_index is None:
+            message = no_rule_message(self.scenario, facts)
+            logger.warning(message)
+            self._record(facts, None, 400)
+            return _error(400, message, "no_rule_matched")
+
+        rule = self.scenario.rules[rule_index]
+        if rule.delay_s and not await self._delay(request, rule.delay_s):
+            self._record(facts, rule_index, 499)
+            return _error(503, "the client went away or the server is stopping", "delay_abandoned")
+        if rule.fault is not None:
+            return self._fault_response(rule.fault, facts, body, rule_index)
+        try:
+            reply = build_reply(rule, facts, body)
+        except AgentStepError as exc:
+            message = f"scenario {self.scenario.name!r} rule {rule_index} (agent step {facts.turn}): {exc}"
+            logger.warning(message)
+            self._record(facts, rule_index, 400)
+            return _error(400, message, "agent_step_unresolved")
+        return self._completion_response(reply, facts, body, rule_index)
+
+    def _fault_response(self, fault: Fault, facts: RequestFacts, body: dict[str, Any], rule_index: int) -> Response:
+        if fault.status is not None:
+            self._record(facts, rule_index, fault.status)
+            headers = {"retry-after-ms": str(int(fault.retry_after_s * 1000))} if fault.retry_after_s else None
+            return _error(fault.status, fault.message, "scripted_fault", headers=headers)
+        if fault.invalid_body:
+            self._record(facts, rule_index, 200)
+            return Response(INVALID_BODY, status_code=200, media_type="application/json")
+        return self._completion_response(Reply(content=MALFORMED_CONTENT), facts, body, rule_index)
+
+    def _completion_response(
+        self, reply: Reply, facts: RequestFacts, body: dict[str, Any], rule_index: int
+    ) -> Response:
+        completion = build_completion(reply, facts, body, rule_index)
+        self._record(facts, rule_index, 200)
+        if body.get("stream"):
+            events = stream_events(completion, body)
+
+            async def emit() -> Any:
+                for event in events:
+                    yield event
+
+            return StreamingResponse(emit(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        return JSONResponse(completion.model_dump(exclude_none=False))
+
+
+class ScriptedServer:
+    """Runs the scripted model server with uvicorn on a background thread.
+
+    ``start()`` returns the base URL (``http://HOST:PORT/v1``); port 0 picks a free port. Usable as
+    a context manager (sync or async).
+    """
+
+    def __init__(self, scenario: Scenario, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.scenario = scenario
+        self.host = host
+        self.port = port
+        self._model = ScriptedModel(scenario)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """The request log (a copy): model, turn, matched rule index, status."""
+        return self._model.requests
+
+    @property
+    def base_url(self) -> str:
+        if self._socket is None:
+            raise RuntimeError("the scripted server is not started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self, timeout_s: float = 10.0) -> str:
+        if self._thread is not None:
+            return self.base_url
+        self._model.stopping.clear()
+        # Bind here, so the actual port is known before uvicorn starts and port 0 works.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        self._socket = sock
+        config = uvicorn.Config(
+            self._model.app(),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="scripted-model-server", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started and time.monotonic() < deadline and self._thread.is_alive():
+            time.sleep(0.01)
+        if not self._server.started:
+            self.stop()
+            raise RuntimeError(f"scripted model server did not start on {self.host}:{self.port}")
+        return self.base_url
+
+    def stop(self) -> None:
+        self._model.stopping.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = None
+        self._thread = None
+        self._socket = None
+
+    def __enter__(self) -> ScriptedServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedServer:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+
+def serve(scenario_path: str | Path, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Run the server in the foreground until interrupted (the ``scripted-server`` CLI command)."""
+    scenario = Scenario.load(scenario_path)
+    model = ScriptedModel(scenario)
+    print(
+        f"scripted model server: scenario {scenario.name!r} ({len(scenario.rules)} rules) at http://{host}:{port}/v1",
+        file=sys.stderr,
+    )
+    uvicorn.run(model.app(), host=host, port=port, log_level="info", access_log=False, lifespan="off")

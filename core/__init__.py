@@ -1,0 +1,1 @@
+"""Shared types: graph state, run settings, step records, events, model-answer types."""

@@ -1,0 +1,162 @@
+"""Run settings: the three model roles, limits and modes.
+
+``AgentContext`` is the LangGraph ``context_schema``: plain JSON, shown as an editable form in
+LangGraph Studio and passed again on every invoke or resume (LangGraph does not checkpoint it).
+``Settings`` reads the environment (pydantic-settings); explicit values (CLI flags, constructor
+arguments) beat environment variables.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Role = Literal["coder", "vlm", "feedback"]
+ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
+CriticMode = Literal["template", "llm"]
+
+DEFAULT_DB = Path(".webgen") / "webgen.db"
+DEFAULT_RUNS_DIR = Path("webgen-runs")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or wrong; the message is one line meant for the user."""
+
+
+class ModelSettings(BaseModel):
+    """One OpenAI-compatible endpoint and how to sample from it."""
+
+    model: str = Field(description="Model name sent to the endpoint.")
+    base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.")
+    api_key: str = Field(
+        default="",
+        description="API key; empty means read OPENAI_API_KEY / WEBGEN_<ROLE>_API_KEY at call time.",
+    )
+    temperature: float | None = Field(default=None, description="Sampling temperature.")
+    top_p: float | None = Field(default=None, description="Nucleus sampling.")
+    max_tokens: int | None = Field(default=None, description="Completion token cap.")
+    timeout_s: float = Field(default=600.0, description="Per-request timeout in seconds.")
+    max_retries: int = Field(default=3, description="Client retries on timeouts, 429 and 5xx.")
+    logprobs: bool = Field(default=False, description="Ask for token logprobs (kept for training export).")
+
+
+class AgentContext(BaseModel):
+    """Everything a run needs besides its input; JSON so Studio can edit it."""
+
+    coder: ModelSettings = Field(description="Writes and repairs the code (Generator, Refiner).")
+    vlm: ModelSettings = Field(description="Grades screenshots and drives the GUI agent.")
+    feedback: ModelSettings = Field(description="Writes the GUI test, judges its run, critiques.")
+    max_steps: int = Field(default=20, ge=1, description="Coder steps before the run stops.")
+    error_limit: int = Field(default=5, ge=1, description="Consecutive errored steps before backtracking.")
+    backtrack: bool = Field(default=True, description="Return to the best step after error_limit errors.")
+    select_best: bool = Field(default=True, description="Finish with the best step, not the last one.")
+    appearance_threshold: int = Field(
+        default=4, ge=1, le=5, description="Screenshot score from which the GUI test runs."
+    )
+    critic: CriticMode = Field(default="template", description="template (upstream) or llm (WebLoop).")
+    gui_max_actions: int = Field(default=15, ge=1, description="GUI agent action budget.")
+    allow_shell: bool = Field(default=False, description="Run shell actions the coder writes.")
+    viewport_width: int = Field(default=1280, ge=320)
+    viewport_height: int = Field(default=800, ge=240)
+    install_timeout_s: float = Field(default=300.0, description="npm install deadline.")
+    start_timeout_s: float = Field(default=60.0, description="Dev server must answer HTTP by then.")
+    page_timeout_s: float = Field(default=20.0, description="Page load deadline for screenshots.")
+    gui_timeout_s: float = Field(default=300.0, description="Whole GUI-test deadline.")
+    chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")
+    runs_dir: str = Field(default=str(DEFAULT_RUNS_DIR), description="Output folders go under here.")
+
+
+def find_chromium(explicit: str = "") -> str:
+    """The Chromium to launch: explicit value, then WEBGEN_CHROMIUM, then PATH."""
+    for candidate in (explicit, os.environ.get("WEBGEN_CHROMIUM", "")):
+        if candidate:
+            if not Path(candidate).exists():
+                raise ConfigError(f"Chromium not found at {candidate!r} (set WEBGEN_CHROMIUM).")
+            return candidate
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise ConfigError("No Chromium found on PATH; install it (apt install chromium) or set WEBGEN_CHROMIUM.")
+
+
+class Settings(BaseSettings):
+    """Environment + explicit overrides; ``to_context()`` checks completeness."""
+
+    model_config = SettingsConfigDict(env_prefix="WEBGEN_", extra="ignore", populate_by_name=True)
+
+    base_url: str = Field(default="", validation_alias=AliasChoices("base_url", "OPENAI_BASE_URL"))
+    api_key: str = Field(default="", validation_alias=AliasChoices("api_key", "OPENAI_API_KEY"))
+    model: str = Field(default="", validation_alias=AliasChoices("model", "WEBGEN_MODEL", "OPENAI_MODEL"))
+    coder_model: str = ""
+    coder_base_url: str = ""
+    coder_api_key: str = ""
+    vlm_model: str = ""
+    vlm_base_url: str = ""
+    vlm_api_key: str = ""
+    feedback_model: str = ""
+    feedback_base_url: str = ""
+    feedback_api_key: str = ""
+    coder_temperature: float = 0.5
+    coder_top_p: float | None = None
+    db: str = str(DEFAULT_DB)
+    chromium: str = ""
+    deps_cache: str = Field(default="", description="Shared node_modules cache (default: beside the database).")
+
+    @model_validator(mode="after")
+    def _strip(self) -> Settings:
+        for name, value in list(self.__dict__.items()):
+            if isinstance(value, str):
+                object.__setattr__(self, name, value.strip())
+        return self
+
+    def role(self, role: Role) -> ModelSettings:
+        model = getattr(self, f"{role}_model") or self.model
+        base_url = getattr(self, f"{role}_base_url") or self.base_url
+        env = role.upper()
+        if not model:
+            raise ConfigError(f"No {role} model: pass --{role}-model or set WEBGEN_{env}_MODEL.")
+        if not base_url:
+            raise ConfigError(
+                f"No endpoint for the {role} model: pass --base-url / --{role}-base-url "
+                f"or set OPENAI_BASE_URL / WEBGEN_{env}_BASE_URL."
+            )
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"The {role} endpoint {base_url!r} is not an http(s) URL.")
+        extra: dict[str, object] = {}
+        if role == "coder":
+            extra = {"temperature": self.coder_temperature, "top_p": self.coder_top_p}
+        return ModelSettings(
+            model=model,
+            base_url=base_url,
+            api_key=getattr(self, f"{role}_api_key") or self.api_key,
+            **extra,
+        )
+
+    def to_context(self, **overrides: object) -> AgentContext:
+        """Build the run context; raises ConfigError (one line) when a role is incomplete."""
+        roles = {role: self.role(role) for role in ROLES}
+        try:
+            return AgentContext(**roles, chromium=self.chromium, **overrides)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"Invalid setting {where}: {first['msg']}") from None
+
+
+def api_key_for(settings: ModelSettings, role: Role) -> str:
+    """The key to send: the context's, else the role's env var, else OPENAI_API_KEY.
+
+    Local endpoints (vLLM, llama.cpp) accept any key, so a placeholder is used when none is set.
+    """
+    return (
+        settings.api_key
+        or os.environ.get(f"WEBGEN_{role.upper()}_API_KEY", "")
+        or os.environ.get("OPENAI_API_KEY", "")
+        or "not-needed"
+    )

@@ -1,0 +1,22 @@
+"""Progress events a run streams to its host (``stream_mode="custom"``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ProgressEvent(BaseModel):
+    """Custom stream event a host app can show (``stream_mode="custom"``)."""
+
+    node: str
+    step: int | None = None
+    phase: Literal["start", "end"] = "end"
+    seconds: float | None = None
+    screenshot_score: int | None = None
+    gui_score: int | None = None
+    errored: bool | None = None
+    message: str = Field(default="", description="Short human-readable line.")
+    input_tokens: int = 0
+    output_tokens: int = 0

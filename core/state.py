@@ -1,0 +1,131 @@
+"""Graph state: small and JSON-like. Big things live in the blob store; state holds their hashes.
+
+``steps`` is the run's log of coder steps, merged by step index, so a node returns only the fields
+it learned about the current step. Steps are never removed: a backtrack restores files and
+messages from an earlier step while the abandoned steps stay listed.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+# pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
+# TypedDict on Python < 3.12.
+from typing_extensions import TypedDict
+
+StepAction = Literal["edit", "screenshot_validated", "finish", "malformed"]
+
+
+class ChatRef(TypedDict):
+    """One message of the coder conversation; the text is in the store under ``hash``."""
+
+    role: Literal["system", "user", "assistant"]
+    hash: str
+
+
+class Step(TypedDict, total=False):
+    """One coder output (Generator or Refiner) and what followed it."""
+
+    index: int
+    role: Literal["generator", "refiner"]
+    action: StepAction
+    parent: int | None  # step whose files and conversation this one built on
+    tests_step: int | None  # for a control-word step: the code-edit step it refers to
+    prompt_len: int  # number of messages the coder was sent
+    prompt: str  # blob hash of the JSON list of ChatRef the coder was sent (exactly)
+    completion: str  # blob hash of the coder's raw output
+    summary: str  # one-line description of the edit
+    format_ok: bool
+    problems: list[str]  # format problems and refused paths, for the model
+    files: str | None  # manifest hash after the edit
+    changed: list[str]
+    execution: dict[str, Any]  # ok, stage, error, install_ran, server_restarted, url
+    screenshot: str | None  # blob hash of the PNG
+    page: str | None  # blob hash of {title, visible_text, console_errors, page_errors}
+    screenshot_score: int  # 1-5, 0 when nothing rendered
+    description: str
+    suggestions: list[str]
+    gui_score: int  # 1-5, 0 when not run
+    gui_passed: bool | None
+    gui_suggestions: list[str]
+    gui_run: str | None  # blob hash of the GUI run record (actions, answer)
+    critique: str | None  # blob hash of the llm Critic's answer
+    critic_prompt: str | None  # blob hash of the JSON messages the llm Critic was sent
+    feedback: str | None  # blob hash of the message the next Refiner turn got
+    errored: bool
+    timings: dict[str, float]  # node -> wall seconds
+    tokens: dict[str, dict[str, int]]  # node -> {input, output, calls}
+    model: str
+    logprobs: str | None  # blob hash, when the endpoint returned them
+
+
+class Event(TypedDict, total=False):
+    """Something that happened between steps (backtrack, restart, finish)."""
+
+    kind: Literal["backtrack", "restart", "finalize", "error"]
+    after_step: int
+    target_step: int | None
+    reason: str
+
+
+def merge_steps(current: list[Step] | None, updates: list[Step] | None) -> list[Step]:
+    """Reducer: merge partial step records by ``index``; nested timing/token dicts merge too."""
+    merged = [dict(step) for step in (current or [])]
+    by_index = {step["index"]: step for step in merged}
+    for update in updates or []:
+        existing = by_index.get(update["index"])
+        if existing is None:
+            record = dict(update)
+            merged.append(record)
+            by_index[record["index"]] = record
+            continue
+        for key, value in update.items():
+            if key in ("timings", "tokens") and isinstance(value, dict):
+                existing[key] = {**existing.get(key, {}), **value}
+            else:
+                existing[key] = value
+    merged.sort(key=lambda step: step["index"])
+    return merged  # type: ignore[return-value]
+
+
+def append_events(current: list[Event] | None, new: list[Event] | None) -> list[Event]:
+    return [*(current or []), *(new or [])]
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes in."""
+
+    requirement: str
+    run_id: str
+    out_dir: str
+    group_id: str
+
+
+class OutputState(TypedDict, total=False):
+    """What a caller gets back."""
+
+    run_id: str
+    status: str
+    chosen_step: int | None
+    site_dir: str | None
+    steps: Annotated[list[Step], merge_steps]
+    out_dir: str
+
+
+class AgentState(TypedDict, total=False):
+    requirement: str
+    run_id: str
+    out_dir: str
+    group_id: str
+    messages: list[ChatRef]  # the coder conversation, replaced as a whole (a few hashes)
+    files: str | None  # manifest hash of the current workspace
+    current: int  # index of the latest coder step
+    edit_step: int | None  # the latest code-edit step on the current branch (what a test checks)
+    consecutive_errors: int
+    test_instruction: str | None
+    feedback: str | None  # blob hash of the critic's message for the next refiner turn
+    steps: Annotated[list[Step], merge_steps]
+    events: Annotated[list[Event], append_events]
+    status: Literal["running", "finished", "failed"]
+    chosen_step: int | None
+    site_dir: str | None

@@ -1,0 +1,173 @@
+"""Live objects a run uses (blob store, shared Chromium, dev servers, process registry).
+
+They cannot travel in state or in the JSON context, so a host binds them for the duration of its
+runs with ``use_resources``; nodes read them with ``get_resources()``. LangGraph copies the
+caller's contextvars into node tasks, so concurrent runs in one process may each bind their own.
+When nothing is bound (the LangGraph dev server / Studio), one set per process is created from the
+environment on first use and closed at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from pathlib import Path
+
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import AgentContext, Settings, find_chromium
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.gui_agent import GuiSession, open_gui_session
+from webgen_agent.tools.process import ProcessRegistry
+from webgen_agent.tools.site import SiteRunner
+
+
+def registry_for(db_path: Path) -> ProcessRegistry:
+    """Every agent process using one database records its process groups in one registry."""
+    return ProcessRegistry(Path(db_path).parent / "processes.jsonl")
+
+
+class Resources:
+    """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
+
+    def __init__(self, db_path: str | Path, *, chromium: str = "", deps_cache_dir: Path | None = None) -> None:
+        self.db_path = Path(db_path)
+        self.store = BlobStore(self.db_path)
+        self.chromium = chromium
+        self.registry = registry_for(self.db_path)
+        self.registry.register_atexit()
+        # Installs are shared by dependency manifest across runs and workspaces (WEBGEN_DEPS_CACHE).
+        self.deps_cache_dir = deps_cache_dir or Path(Settings().deps_cache or self.db_path.parent / "deps-cache")
+        self._browser: SharedBrowser | None = None
+        self._browser_lock = asyncio.Lock()
+        self._warming: asyncio.Task[SharedBrowser] | None = None
+        self._sites: dict[Path, SiteRunner] = {}
+        # GUI-agent sessions opened ahead (while the screenshot is graded), by run: (step, task).
+        self._gui_sessions: dict[str, tuple[int, asyncio.Task[GuiSession]]] = {}
+
+    @staticmethod
+    def reap_orphans(db_path: Path) -> list[int]:
+        """Kill servers and browsers left running by agent processes that died (kill -9, reboot)."""
+        return registry_for(db_path).reap()
+
+    async def browser(self, context: AgentContext) -> SharedBrowser:
+        async with self._browser_lock:
+            if self._browser is None:
+                self._browser = SharedBrowser(find_chromium(context.chromium or self.chromium), registry=self.registry)
+                await self._browser.start()
+            return self._browser
+
+    def warm_browser(self, context: AgentContext) -> None:
+        """Launch Chromium in the background (while the first coder call runs), not at the first capture.
+
+        A launch failure is reported by the ``browser()`` call that needs it, not here.
+        """
+        if self._browser is None and self._warming is None:
+            self._warming = asyncio.create_task(self.browser(context))
+            self._warming.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    async def prepare_gui_session(self, run_id: str, step: int, url: str, context: AgentContext) -> None:
+        """Open the GUI agent's browser session for ``step``'s page in the background.
+
+        Started beside the screenshot grading, so that a GUI test of that step starts at its first
+        agent step; replaces (and closes) one opened for an earlier step of the run.
+        """
+        await self.drop_gui_session(run_id)
+
+        async def open_session() -> GuiSession:
+            browser = await self.browser(context)
+            return await open_gui_session(
+                url=url, cdp_url=browser.ws_url, viewport=(context.viewport_width, context.viewport_height)
+            )
+
+        task = asyncio.create_task(open_session())
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self._gui_sessions[run_id] = (step, task)
+
+    async def take_gui_session(self, run_id: str, step: int) -> GuiSession | None:
+        """The session opened for ``step`` of the run, if there is one and it opened; the caller closes it."""
+        held = self._gui_sessions.get(run_id)
+        if held is None or held[0] != step:
+            await self.drop_gui_session(run_id)
+            return None
+        del self._gui_sessions[run_id]
+        return await _opened(held[1])
+
+    async def drop_gui_session(self, run_id: str) -> None:
+        held = self._gui_sessions.pop(run_id, None)
+        if held is not None and (session := await _opened(held[1])) is not None:
+            await session.close()
+
+    def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
+        key = workspace.resolve()
+        runner = self._sites.get(key)
+        if runner is None:
+            runner = SiteRunner(
+                key,
+                registry=self.registry,
+                install_timeout_s=context.install_timeout_s,
+                start_timeout_s=context.start_timeout_s,
+                log_dir=key.parent / "logs",
+                deps_cache_dir=self.deps_cache_dir,
+            )
+            self._sites[key] = runner
+        return runner
+
+    async def stop_site(self, workspace: Path) -> None:
+        runner = self._sites.pop(workspace.resolve(), None)
+        if runner is not None:
+            await runner.stop()
+
+    async def close(self) -> None:
+        """Stop every server and the browser this process started."""
+        for run_id in list(self._gui_sessions):
+            await self.drop_gui_session(run_id)
+        for workspace in list(self._sites):
+            await self.stop_site(workspace)
+        if self._warming is not None:
+            await asyncio.wait({self._warming})  # a launch in flight would leave a browser behind
+        if self._browser is not None:
+            await self._browser.close()
+            self._browser = None
+        self.registry.kill_all()
+        self.store.close()
+
+
+async def _opened(task: asyncio.Task[GuiSession]) -> GuiSession | None:
+    """The session the task opened, or None when it failed (the GUI test then opens its own)."""
+    await asyncio.wait({task})
+    if task.cancelled() or task.exception() is not None:
+        return None
+    return task.result()
+
+
+_bound: ContextVar[Resources | None] = ContextVar("webgen_resources", default=None)
+_process_default: Resources | None = None
+
+
+@contextlib.asynccontextmanager
+async def use_resources(resources: Resources) -> AsyncIterator[Resources]:
+    """Bind ``resources`` for the runs started inside the block, and close them at its end."""
+    token = _bound.set(resources)
+    try:
+        yield resources
+    finally:
+        _bound.reset(token)
+        await resources.close()
+
+
+def bound_resources() -> Resources | None:
+    """The resources a caller bound with ``use_resources`` in this context, if any."""
+    return _bound.get()
+
+
+def get_resources() -> Resources:
+    global _process_default
+    bound = _bound.get()
+    if bound is not None:
+        return bound
+    if _process_default is None:
+        settings = Settings()
+        _process_default = Resources(settings.db, chromium=settings.chromium)
+    return _process_default
