@@ -217,8 +217,8 @@ def arrow_friendly_order(items: Sequence[T], *, complete: Callable[[T], bool]) -
 def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[StepGrpoRecord]:
     """One record per coder step, advantages normalised over the step rewards of the whole group."""
     pairs = [(t, step) for t in trajectories for step in t.steps]
-    texts.prefetch_prompts(step.get("prompt") for _, step in pairs)
-    texts.prefetch(d for _, step in pairs for d in (step.get("completion"), step.get("logprobs")))
+    texts.prefetch_prompts(step["prompt"] for _, step in pairs)
+    texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs")))
     groups = GroupRewards.of(trajectories)
     stats = {group: group_stats(rewards) for group, rewards in groups.rewards.items()}
     for trajectory, step in arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs"))):
@@ -230,12 +230,12 @@ def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> I
             group_id=group,
             trajectory_id=trajectory.trajectory_id,
             step=step["index"],
-            role=step.get("role", "refiner"),
-            action=step.get("action", "edit"),
+            role=step["role"],
+            action=step["action"],
             prompt=texts.prompt(step["prompt"]),
             completion=texts.text(step["completion"]),
-            screenshot_score=int(scored.get("screenshot_score", 0)),
-            gui_score=int(scored.get("gui_score", 0)),
+            screenshot_score=int(scored["screenshot_score"]),
+            gui_score=int(scored["gui_score"]),
             scored_step=scored["index"],
             reward=step_reward(step, steps),
             advantage=groups.advantage[(trajectory.trajectory_id, step["index"])],
@@ -243,8 +243,8 @@ def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> I
             group_std=std,
             group_size=len(groups.rewards[group]),
             group_trajectories=groups.trajectories[group],
-            format_ok=bool(step.get("format_ok", True)),
-            model=step.get("model", ""),
+            format_ok=bool(step["format_ok"]),
+            model=step["model"],
             has_logprobs=bool(step.get("logprobs")),
             logprobs=_logprobs(texts, step.get("logprobs")),
             chosen=step["index"] == trajectory.chosen_step,
@@ -262,8 +262,8 @@ def sft_records(
 ) -> Iterator[SftRecord]:
     """The conversation up to and including the chosen (else the last) step's completion."""
     finals = [(t, _final_step(t)) for t in trajectories]
-    texts.prefetch_prompts(step.get("prompt") for _, step in finals)
-    texts.prefetch(step.get("completion") for _, step in finals)
+    texts.prefetch_prompts(step["prompt"] for _, step in finals)
+    texts.prefetch(step["completion"] for _, step in finals)
     for trajectory, step in finals:
         steps = trajectory.steps
         reward = step_reward(step, steps)
@@ -277,8 +277,8 @@ def sft_records(
             trajectory_id=trajectory.trajectory_id,
             step=step["index"],
             reward=reward,
-            screenshot_score=int(scored.get("screenshot_score", 0)),
-            gui_score=int(scored.get("gui_score", 0)),
+            screenshot_score=int(scored["screenshot_score"]),
+            gui_score=int(scored["gui_score"]),
         )
 
 
@@ -290,7 +290,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
     for trajectory, step in critiqued:
         steps = trajectory.steps
         # The Refiner answers the critic right away, so its step is the next one.
-        after = next((s for s in steps if s["index"] == step["index"] + 1 and s.get("role") == "refiner"), None)
+        after = next((s for s in steps if s["index"] == step["index"] + 1 and s["role"] == "refiner"), None)
         if after is None:
             continue  # the step budget ran out after the critique: no refinement to credit
         critique = Critique.model_validate(texts.json(step["critique"]))
@@ -325,9 +325,9 @@ def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecor
             chosen_step=-1 if chosen is None else chosen,
             steps=[s["index"] for s in steps],
             rewards=[step_reward(s, steps) for s in steps],
-            screenshot_scores=[int(s.get("screenshot_score", 0)) for s in scored],
-            gui_scores=[int(s.get("gui_score", 0)) for s in scored],
-            format_ok=[bool(s.get("format_ok", True)) for s in steps],
+            screenshot_scores=[int(s["screenshot_score"]) for s in scored],
+            gui_scores=[int(s["gui_score"]) for s in scored],
+            format_ok=[bool(s["format_ok"]) for s in steps],
         )
 
 

@@ -7,22 +7,15 @@ from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from webgen_agent.core.steps import StepView
 
 
-class HistoryRow(BaseModel):
-    step: int
-    role: str
-    action: str
-    parent: int | None
-    screenshot_score: int
-    gui_score: int
-    gui_passed: bool | None
-    errored: bool
+class HistoryRow(StepView):
+    """A step as ``history`` shows it: the shared step view and the checkpoint to fork from."""
+
     checkpoint_id: str = Field(description="The checkpoint after this step's last node: fork from here.")
-    wall_seconds: float
-    tokens: int
-    summary: str
 
 
 async def final_state(db_path: str | Path, run_id: str) -> dict[str, Any]:
@@ -65,22 +58,7 @@ def history_rows(history: list[StateSnapshot]) -> list[HistoryRow]:
     rows = []
     for step in final.get("steps", []):
         snap = by_step.get(step["index"])
-        rows.append(
-            HistoryRow(
-                step=step["index"],
-                role=step.get("role", "?"),
-                action=step.get("action", "?"),
-                parent=step.get("parent"),
-                screenshot_score=step.get("screenshot_score", 0),
-                gui_score=step.get("gui_score", 0),
-                gui_passed=step.get("gui_passed"),
-                errored=step.get("errored", False),
-                checkpoint_id=snap.config["configurable"]["checkpoint_id"] if snap else "",
-                wall_seconds=round(sum(step.get("timings", {}).values()), 2),
-                tokens=sum(t.get("input", 0) + t.get("output", 0) for t in step.get("tokens", {}).values()),
-                summary=step.get("summary", ""),
-            )
-        )
+        rows.append(HistoryRow.of(step, checkpoint_id=snap.config["configurable"]["checkpoint_id"] if snap else ""))
     return rows
 
 

@@ -10,43 +10,11 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.state import Event, Step
+from webgen_agent.core.steps import StepView
 
 
-class StepSummary(BaseModel):
-    index: int
-    role: str
-    action: str
-    parent: int | None = None
-    summary: str = ""
-    screenshot_score: int = 0
-    gui_score: int = 0
-    gui_passed: bool | None = None
-    errored: bool = False
-    format_ok: bool = True
-    execution_stage: str | None = None
-    execution_error: str | None = None
-    timings: dict[str, float] = Field(default_factory=dict, description="node -> wall seconds")
-    tokens: dict[str, dict[str, int]] = Field(default_factory=dict, description="node -> {input, output, calls}")
-
-    @classmethod
-    def of(cls, step: Step) -> StepSummary:
-        execution = step.get("execution") or {}
-        return cls(
-            index=step["index"],
-            role=step.get("role", "?"),
-            action=step.get("action", "?"),
-            parent=step.get("parent"),
-            summary=step.get("summary", ""),
-            screenshot_score=step.get("screenshot_score", 0),
-            gui_score=step.get("gui_score", 0),
-            gui_passed=step.get("gui_passed"),
-            errored=step.get("errored", False),
-            format_ok=step.get("format_ok", True),
-            execution_stage=execution.get("stage"),
-            execution_error=(execution.get("error") or None) if not execution.get("ok", True) else None,
-            timings=step.get("timings", {}),
-            tokens=step.get("tokens", {}),
-        )
+class StepSummary(StepView):
+    """A step as run.json lists it (the shared step view)."""
 
 
 class RunSummary(BaseModel):

@@ -20,17 +20,17 @@ EPSILON = 1e-6
 
 def scored_step(step: Step, steps: Sequence[Step]) -> Step:
     """The step whose scores a step is credited with: itself, or the code edit a control word tests."""
-    if step.get("action") in ("screenshot_validated", "finish") and step.get("tests_step") is not None:
+    if step["action"] in ("screenshot_validated", "finish") and step["tests_step"] is not None:
         return next((s for s in steps if s["index"] == step["tests_step"]), step)
     return step
 
 
 def step_reward(step: Step, steps: Sequence[Step]) -> float:
     """The reward of one coder step, given the whole run's steps (for control-word credit)."""
-    if not step.get("format_ok", True) or step.get("action") == "malformed":
+    if not step["format_ok"] or step["action"] == "malformed":
         return MALFORMED_REWARD
     source = scored_step(step, steps)
-    return float(source.get("screenshot_score", 0) + source.get("gui_score", 0))
+    return float(source["screenshot_score"] + source["gui_score"])
 
 
 def group_stats(rewards: Sequence[float]) -> tuple[float, float]:

@@ -7,7 +7,7 @@ messages from an earlier step while the abandoned steps stay listed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal, NotRequired, Required
 
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
 # TypedDict on Python < 3.12.
@@ -23,40 +23,95 @@ class ChatRef(TypedDict):
     hash: str
 
 
-class Step(TypedDict, total=False):
-    """One coder output (Generator or Refiner) and what followed it."""
+class Execution(TypedDict):
+    """How running the project went (the executor's record of ``SiteRunner.ensure_running`` and the capture)."""
+
+    ok: bool
+    stage: str  # install, start, http, render, or ok
+    error: str | None  # for the coder: what failed and the log lines that say why
+    install_ran: bool
+    install_cached: bool
+    server_restarted: bool
+    url: str | None
+    install_s: float
+    start_s: float
+    fresh_s: float  # confirming a kept dev server serves the edit
+    capture_s: NotRequired[float]
+
+
+class Step(TypedDict):
+    """One coder output (Generator or Refiner) and what followed it.
+
+    The coder turn writes every required field; later nodes of the step add the others.
+    """
 
     index: int
     role: Literal["generator", "refiner"]
     action: StepAction
     parent: int | None  # step whose files and conversation this one built on
-    tests_step: int | None  # for a control-word step: the code-edit step it refers to
+    tests_step: int | None  # for a control step: the code-edit step it refers to
     prompt_len: int  # number of messages the coder was sent
     prompt: str  # blob hash of the JSON list of ChatRef the coder was sent (exactly)
     completion: str  # blob hash of the coder's raw output
     summary: str  # one-line description of the edit
     format_ok: bool
     problems: list[str]  # format problems and refused paths, for the model
-    files: str | None  # manifest hash after the edit
-    changed: list[str]
-    execution: dict[str, Any]  # ok, stage, error, install_ran, server_restarted, url
-    screenshot: str | None  # blob hash of the PNG
-    page: str | None  # blob hash of {title, visible_text, console_errors, page_errors}
     screenshot_score: int  # 1-5, 0 when nothing rendered
-    description: str
-    suggestions: list[str]
     gui_score: int  # 1-5, 0 when not run
-    gui_passed: bool | None
-    gui_suggestions: list[str]
-    gui_run: str | None  # blob hash of the GUI run record (actions, answer)
-    critique: str | None  # blob hash of the llm Critic's answer
-    critic_prompt: str | None  # blob hash of the JSON messages the llm Critic was sent
-    feedback: str | None  # blob hash of the message the next Refiner turn got
+    gui_passed: bool | None  # None when no GUI test ran
     errored: bool
     timings: dict[str, float]  # node -> wall seconds
     tokens: dict[str, dict[str, int]]  # node -> {input, output, calls}
     model: str
-    logprobs: str | None  # blob hash, when the endpoint returned them
+    files: NotRequired[str | None]  # manifest hash after the edit
+    changed: NotRequired[list[str]]
+    execution: NotRequired[Execution]
+    screenshot: NotRequired[str | None]  # blob hash of the PNG
+    page: NotRequired[str | None]  # blob hash of {title, visible_text, console_errors, page_errors}
+    description: NotRequired[str]
+    suggestions: NotRequired[list[str]]
+    gui_suggestions: NotRequired[list[str]]
+    gui_run: NotRequired[str | None]  # blob hash of the GUI run record (actions, answer)
+    critique: NotRequired[str | None]  # blob hash of the llm Critic's answer
+    critic_prompt: NotRequired[str | None]  # blob hash of the JSON messages the llm Critic was sent
+    feedback: NotRequired[str | None]  # blob hash of the message the next Refiner turn got
+    logprobs: NotRequired[str | None]  # blob hash, when the endpoint returned them
+
+
+class StepUpdate(TypedDict, total=False):
+    """What a node returns about a step: its index and the fields it learned (merged by ``merge_steps``)."""
+
+    index: Required[int]
+    role: Literal["generator", "refiner"]
+    action: StepAction
+    parent: int | None
+    tests_step: int | None
+    prompt_len: int
+    prompt: str
+    completion: str
+    summary: str
+    format_ok: bool
+    problems: list[str]
+    screenshot_score: int
+    gui_score: int
+    gui_passed: bool | None
+    errored: bool
+    timings: dict[str, float]
+    tokens: dict[str, dict[str, int]]
+    model: str
+    files: str | None
+    changed: list[str]
+    execution: Execution
+    screenshot: str | None
+    page: str | None
+    description: str
+    suggestions: list[str]
+    gui_suggestions: list[str]
+    gui_run: str | None
+    critique: str | None
+    critic_prompt: str | None
+    feedback: str | None
+    logprobs: str | None
 
 
 class Event(TypedDict, total=False):
@@ -68,8 +123,11 @@ class Event(TypedDict, total=False):
     reason: str
 
 
-def merge_steps(current: list[Step] | None, updates: list[Step] | None) -> list[Step]:
-    """Reducer: merge partial step records by ``index``; nested timing/token dicts merge too."""
+def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
+    """Reducer: merge partial step records by ``index``; nested timing/token dicts merge too.
+
+    A step's first update (the coder turn) carries every required field of ``Step``.
+    """
     merged = [dict(step) for step in (current or [])]
     by_index = {step["index"]: step for step in merged}
     for update in updates or []:

@@ -218,7 +218,7 @@ async def fork_run(
         if values.get("feedback"):
             feedback = blobs.get_text(values["feedback"])
         else:  # the step ended the run (finish, passed test): describe it as the critic would
-            results, focus = results_text(forked_step, tested if forked_step.get("action") != "edit" else None)
+            results, focus = results_text(forked_step, tested if forked_step["action"] != "edit" else None)
             feedback = template_feedback(values["requirement"], results, focus)
         if note.strip():
             feedback = f"{feedback}\n\nNote from the user: {note.strip()}"
@@ -233,7 +233,8 @@ async def fork_run(
         values.pop("events", None)
         config = run_config(new_run_id, original.group_id)
         # Written as if the critic had just run, so the next node is the Refiner (or finalize at budget);
-        # the runtime carries the context so the critic's router sees this run's limits.
+        # the runtime carries the context so the critic's router sees this run's limits. LangGraph's
+        # update_state takes no context argument; its runtime is read from this config key.
         update_config = {
             **config,
             "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)},

@@ -46,8 +46,8 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     note = prompts.BACKTRACK_NOTE.format(
         count=count,
         target=target["index"],
-        screenshot=target.get("screenshot_score", 0),
-        gui=target.get("gui_score", 0),
+        screenshot=target["screenshot_score"],
+        gui=target["gui_score"],
     )
     results, focus = results_text(target, None)
     feedback = blobs.put_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")

@@ -58,7 +58,9 @@ async def coder_turn(
         "problems": problems,
         "screenshot_score": 0,
         "gui_score": 0,
+        "gui_passed": None,
         "errored": action == "malformed",
+        "timings": {},
         "model": completion.model,
         "tokens": {node_name: usage_record(completion.usage)},
     }

@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.events import ProgressEvent
-from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import Usage
 
@@ -76,7 +76,7 @@ def node(name: str) -> Callable[[NodeFn], NodeFn]:
             started = time.monotonic()
             update = await fn(state, runtime)
             seconds = round(time.monotonic() - started, 3)
-            patches: list[Step] = list(update.get("steps") or [])
+            patches: list[StepUpdate] = list(update.get("steps") or [])
             if patches:
                 step_index = patches[-1]["index"]
             if step_index is not None:
@@ -109,7 +109,7 @@ def node(name: str) -> Callable[[NodeFn], NodeFn]:
     return wrap
 
 
-def _last(patches: list[Step], key: str) -> Any:
+def _last(patches: list[StepUpdate], key: str) -> Any:
     for patch in reversed(patches):
         if key in patch:
             return patch[key]  # type: ignore[literal-required]

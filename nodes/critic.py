@@ -9,7 +9,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
@@ -20,10 +20,10 @@ from webgen_agent.tools.models import ask_structured
 @node("critic")
 async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     step = current_step(state)
-    tested = edit_step(state) if step.get("action") == "screenshot_validated" else None
+    tested = edit_step(state) if step["action"] == "screenshot_validated" else None
     results, focus = results_text(step, tested)
-    patch: Step = {"index": step["index"]}
-    if runtime.context.critic == "llm" and step.get("action") != "malformed":
+    patch: StepUpdate = {"index": step["index"]}
+    if runtime.context.critic == "llm" and step["action"] != "malformed":
         messages = [{"role": "user", "content": prompts.critic_llm_user(state["requirement"], results)}]
         patch["critic_prompt"] = store().put_json(messages)  # exported with the critique as training data
         answer = await ask_structured(runtime.context.feedback, "feedback", messages, Critique)

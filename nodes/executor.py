@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.state import AgentState, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
     Update,
@@ -23,7 +23,7 @@ from webgen_agent.nodes.common import (
 )
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.site import run_shell
+from webgen_agent.tools.site import ExecutionResult, run_shell
 from webgen_agent.tools.workspace import apply_files
 
 
@@ -50,6 +50,22 @@ def files_on_disk(blobs: BlobStore, workspace: Path) -> dict[str, str]:
         return {}
 
 
+def execution_record(result: ExecutionResult) -> Execution:
+    """The step's record of running the project, from the site runner's result."""
+    return {
+        "ok": result.ok,
+        "stage": result.stage,
+        "error": result.error,
+        "install_ran": result.install_ran,
+        "install_cached": result.install_cached,
+        "server_restarted": result.server_restarted,
+        "url": result.url,
+        "install_s": result.install_s,
+        "start_s": result.start_s,
+        "fresh_s": result.fresh_s,
+    }
+
+
 @node("executor")
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
@@ -66,16 +82,16 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     workspace = prepared_workspace(state)
 
     applied = apply_files(workspace, parsed.files)
-    problems = [*step.get("problems", []), *(f"{path}: {why}" for path, why in applied.refused.items())]
+    problems = [*step["problems"], *(f"{path}: {why}" for path, why in applied.refused.items())]
     for command in parsed.shell:
         if not context.allow_shell:
             problems.append(f"Shell action not run (shell actions are disabled): {command[:120]}")
             continue
-        result = await run_shell(
+        shell = await run_shell(
             command, cwd=workspace, timeout_s=context.install_timeout_s, registry=resources.registry
         )
-        if result.exit_code != 0 or result.timed_out:
-            problems.append(f"Shell action `{command[:120]}` failed: {result.output_tail[-1500:]}")
+        if shell.exit_code != 0 or shell.timed_out:
+            problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
 
     files = blobs.snapshot(workspace)
     (workspace / WORKSPACE_MARKER).write_text(files)
@@ -85,19 +101,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     # The server's view: what differs from the files it last served (a restore included), not the
     # step's diff against its parent.
     result = await site.ensure_running(_diff(disk_before, after), served_before=served_before)
-    execution = {
-        "ok": result.ok,
-        "stage": result.stage,
-        "error": result.error,
-        "install_ran": result.install_ran,
-        "install_cached": result.install_cached,
-        "server_restarted": result.server_restarted,
-        "url": result.url,
-        "install_s": result.install_s,
-        "start_s": result.start_s,
-        "fresh_s": result.fresh_s,  # confirming a kept server serves the edit (see SiteRunner.served_modules)
-    }
-    patch: Step = {
+    execution = execution_record(result)
+    patch: StepUpdate = {
         "index": step["index"],
         "files": files,
         "changed": changed,
@@ -125,7 +130,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         )
         render_error = capture.render_error
         if render_error:
-            execution.update(ok=False, stage="render", error=render_error)
+            execution.update({"ok": False, "stage": "render", "error": render_error})
     errored = not execution["ok"]
     patch["errored"] = errored
     return {

@@ -13,8 +13,8 @@ from webgen_agent.nodes import prompts
 def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
     """(what happened, what to fix first) for a coder step and the edit step it concerns."""
     sections: list[str] = []
-    problems = step.get("problems") or []
-    if step.get("action") == "malformed":
+    problems = step["problems"] or []
+    if step["action"] == "malformed":
         sections.append("Your last reply could not be used:\n" + prompts.bullet_list(problems))
         return "\n\n".join(sections), "Reply in the required format."
     if problems:
@@ -29,13 +29,13 @@ def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
     if execution:
         install = "dependencies installed" if execution.get("install_ran") else "dependencies unchanged"
         sections.append(f"The project ran: {install}, the dev server answered and the page rendered.")
-    if target.get("description") or target.get("screenshot_score"):
+    if target.get("description") or target["screenshot_score"]:
         sections.append(
             f"Screenshot of the landing page, graded {target.get('screenshot_score', 0)}/5:\n"
             f"{target.get('description', '')}\nSuggestions:\n{prompts.bullet_list(target.get('suggestions') or [])}"
         )
         focus = "Improve the appearance following the screenshot suggestions."
-    if target.get("gui_passed") is not None:
+    if target["gui_passed"] is not None:
         verdict = "passed" if target["gui_passed"] else "failed"
         sections.append(
             f"GUI test {verdict}, graded {target.get('gui_score', 0)}/5. Suggestions:\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
-from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
@@ -67,19 +67,24 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     record = run.model_dump(mode="json", exclude={"final_screenshot_png"})
     if run.final_screenshot_png:
         record["final_screenshot"] = blobs.put(run.final_screenshot_png)
-    results: Step = {
+    results: StepUpdate = {
         "index": target["index"],
         "gui_score": score,
         "gui_passed": passed,
         "gui_suggestions": suggestions,
         "gui_run": blobs.put_json({"instruction": instruction, **record}),
     }
-    patches: list[Step] = [results]
-    own: Step = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
+    patches: list[StepUpdate] = [results]
+    own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
     if step["index"] != target["index"]:
         # The control-word step reports what its test found.
-        own.update({k: v for k, v in results.items() if k != "index"})  # type: ignore[misc]
-        own["screenshot_score"] = target.get("screenshot_score", 0)
+        own.update(
+            gui_score=score,
+            gui_passed=passed,
+            gui_suggestions=suggestions,
+            gui_run=results["gui_run"],
+            screenshot_score=target["screenshot_score"],
+        )
     patches.append(own)
     update.update(steps=patches, _message=f"GUI {'passed' if passed else 'failed'} {score}/5")
     return update

@@ -11,17 +11,17 @@ GOOD_SCREENSHOT = 3
 
 def is_good(step: Step) -> bool:
     """A step worth returning to: it ran, and its screenshot scored at least 3."""
-    return not step.get("errored", True) and step.get("screenshot_score", 0) >= GOOD_SCREENSHOT
+    return not step["errored"] and step["screenshot_score"] >= GOOD_SCREENSHOT
 
 
 def code_steps(steps: Iterable[Step]) -> list[Step]:
     """Steps that produced a project snapshot (code edits)."""
-    return [s for s in steps if s.get("action") == "edit" and s.get("files")]
+    return [s for s in steps if s["action"] == "edit" and s.get("files")]
 
 
 def rank_key(step: Step) -> tuple[int, int, int]:
     """Higher is better: GUI score, then screenshot score, then the later step."""
-    return (step.get("gui_score", 0), step.get("screenshot_score", 0), step["index"])
+    return (step["gui_score"], step["screenshot_score"], step["index"])
 
 
 def best_step(steps: Iterable[Step]) -> Step | None:

@@ -81,7 +81,7 @@ async def test_backtrack_is_its_own_node_in_the_checkpoint_history(backtrack_run
     before_backtrack = [s for s in history if s.next == ("backtrack",)]
     assert len(before_backtrack) == 1 and before_backtrack[0].values["current"] == 5
     rows, events = await run_history("bt", db_path=db)
-    assert [r.step for r in rows] == list(range(7)) and all(r.checkpoint_id for r in rows)
+    assert [r.index for r in rows] == list(range(7)) and all(r.checkpoint_id for r in rows)
     assert events[0]["kind"] == "backtrack"
 
 

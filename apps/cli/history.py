@@ -58,7 +58,7 @@ def history(
         table.add_column(column)
     for row in rows:
         table.add_row(
-            str(row.step),
+            str(row.index),
             row.role,
             row.action,
             "-" if row.parent is None else str(row.parent),
@@ -67,7 +67,7 @@ def history(
             "yes" if row.errored else "",
             row.checkpoint_id,
             f"{row.wall_seconds:.1f}",
-            str(row.tokens),
+            str(row.total_tokens),
         )
     console.print(table)
     for event in events:

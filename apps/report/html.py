@@ -307,7 +307,7 @@ def _step(step: StepReport) -> str:
     parent = f" · builds on step {step.parent}" if step.parent is not None else ""
     head = (
         f"<h3>Step {step.index} · {_e(step.role)} · {_e(step.action)}{badges}</h3>"
-        f'<p class="muted small">{_e(step.summary)}{_e(parent)} · {step.seconds:.1f} s · {step.tokens:,} tokens</p>'
+        f'<p class="muted small">{_e(step.summary)}{_e(parent)} · {step.wall_seconds:.1f} s · {step.total_tokens:,} tokens</p>'
     )
     parts = [head, _shots(step), _execution(step), _judge(step)]
     if step.gui is not None:

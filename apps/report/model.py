@@ -18,6 +18,7 @@ from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.state import Step
+from webgen_agent.core.steps import StepView
 from webgen_agent.tools.gui_agent import GuiAction
 
 REPORT_NAME = "report.html"
@@ -45,22 +46,13 @@ class GuiTest(BaseModel):
     final_screenshot: bytes | None = None
 
 
-class StepReport(BaseModel):
-    index: int
-    role: str
-    action: str
-    parent: int | None = None
-    summary: str = ""
+class StepReport(StepView):
+    """A step as the HTML report shows it: the shared step view plus what the report draws."""
+
     chosen: bool = False
     inherited: bool = Field(default=False, description="Taken over from the parent run of a fork.")
-    errored: bool = False
-    screenshot_score: int = 0
-    gui_score: int = 0
     problems: list[str] = Field(default_factory=list)
     changed: list[str] = Field(default_factory=list)
-    execution_ok: bool | None = None
-    execution_stage: str | None = None
-    execution_error: str | None = None
     page_errors: list[str] = Field(default_factory=list, description="Console and uncaught page errors.")
     screenshot: bytes | None = None
     description: str = ""
@@ -68,14 +60,6 @@ class StepReport(BaseModel):
     gui: GuiTest | None = None
     feedback: str | None = Field(default=None, description="The critic's message for the next Refiner turn.")
     nodes: list[NodeCost] = Field(default_factory=list)
-
-    @property
-    def seconds(self) -> float:
-        return sum(n.seconds for n in self.nodes)
-
-    @property
-    def tokens(self) -> int:
-        return sum(n.input_tokens + n.output_tokens for n in self.nodes)
 
 
 class RelatedRun(BaseModel):
@@ -191,24 +175,13 @@ def _parent(record: RunRecord | None, all_runs: list[RunRecord]) -> RelatedRun |
 
 
 def step_report(step: Step, store: BlobStore, *, chosen: int | None, fork_step: int | None) -> StepReport:
-    execution = step.get("execution") or {}
     page = _json_blob(store, step.get("page")) or {}
-    return StepReport(
-        index=step["index"],
-        role=step.get("role", "?"),
-        action=step.get("action", "?"),
-        parent=step.get("parent"),
-        summary=step.get("summary", ""),
+    return StepReport.of(
+        step,
         chosen=step["index"] == chosen,
         inherited=fork_step is not None and step["index"] <= fork_step,
-        errored=step.get("errored", False),
-        screenshot_score=step.get("screenshot_score", 0),
-        gui_score=step.get("gui_score", 0),
-        problems=list(step.get("problems") or []),
+        problems=list(step["problems"] or []),
         changed=list(step.get("changed") or []),
-        execution_ok=execution.get("ok") if execution else None,
-        execution_stage=execution.get("stage"),
-        execution_error=(execution.get("error") or None) if execution and not execution.get("ok") else None,
         page_errors=[*page.get("page_errors", []), *page.get("console_errors", [])],
         screenshot=_bytes_blob(store, step.get("screenshot")),
         description=step.get("description", ""),
@@ -220,13 +193,13 @@ def step_report(step: Step, store: BlobStore, *, chosen: int | None, fork_step: 
 
 
 def gui_test(step: Step, store: BlobStore) -> GuiTest | None:
-    if step.get("gui_passed") is None and not step.get("gui_run"):
+    if step["gui_passed"] is None and not step.get("gui_run"):
         return None
     run = _json_blob(store, step.get("gui_run")) or {}
     return GuiTest(
         instruction=run.get("instruction", ""),
-        passed=step.get("gui_passed"),
-        score=step.get("gui_score", 0),
+        passed=step["gui_passed"],
+        score=step["gui_score"],
         suggestions=list(step.get("gui_suggestions") or []),
         actions=[GuiAction.model_validate(a) for a in run.get("actions", [])],
         final_answer=run.get("final_answer"),
@@ -237,8 +210,8 @@ def gui_test(step: Step, store: BlobStore) -> GuiTest | None:
 
 
 def node_costs(step: Step) -> list[NodeCost]:
-    timings = step.get("timings") or {}
-    tokens = step.get("tokens") or {}
+    timings = step["timings"] or {}
+    tokens = step["tokens"] or {}
     return [
         NodeCost(
             node=node,
