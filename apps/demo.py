@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from importlib import resources as package_files
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -27,13 +28,15 @@ def scenario_path(name: str) -> Path:
     return Path(str(package_files.files("webgen_agent.apps.scripted") / "scenarios" / f"{name}.json"))
 
 
-def scripted_context(base_url: str, **overrides: object) -> AgentContext:
+def scripted_context(base_url: str, **overrides: Any) -> AgentContext:
     """A run context whose three roles are the scripted server's models."""
 
     def role(name: str) -> ModelSettings:
         return ModelSettings(model=f"scripted-{name}", base_url=base_url, api_key="scripted", max_retries=2)
 
-    return AgentContext(coder=role("coder"), vlm=role("vlm"), feedback=role("feedback"), **overrides)
+    return AgentContext.model_validate(
+        {"coder": role("coder"), "vlm": role("vlm"), "feedback": role("feedback"), **overrides}
+    )
 
 
 async def run_demo(*, out_dir: Path | None, db_path: Path, console: Console | None = None) -> RunResult:

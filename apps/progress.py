@@ -30,7 +30,7 @@ class ProgressView:
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.live.update(self._render(final=True))
         self.live.__exit__(*exc)
 

@@ -284,16 +284,21 @@ def sft_records(
 
 def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[CriticRecord]:
     """One record per llm critique that a Refiner step answered; credit = its reward gain."""
-    critiqued = [(t, s) for t in trajectories for s in t.steps if s.get("critique") and s.get("critic_prompt")]
-    texts.prefetch(d for _, s in critiqued for d in (s["critique"], s["critic_prompt"]))
+    critiqued = [
+        (t, s, critique_hash, prompt_hash)
+        for t in trajectories
+        for s in t.steps
+        if (critique_hash := s.get("critique")) and (prompt_hash := s.get("critic_prompt"))
+    ]
+    texts.prefetch(d for _, _, critique_hash, prompt_hash in critiqued for d in (critique_hash, prompt_hash))
     records: list[CriticRecord] = []
-    for trajectory, step in critiqued:
+    for trajectory, step, critique_hash, prompt_hash in critiqued:
         steps = trajectory.steps
         # The Refiner answers the critic right away, so its step is the next one.
         after = next((s for s in steps if s["index"] == step["index"] + 1 and s["role"] == "refiner"), None)
         if after is None:
             continue  # the step budget ran out after the critique: no refinement to credit
-        critique = Critique.model_validate(texts.json(step["critique"]))
+        critique = Critique.model_validate(texts.json(critique_hash))
         before_reward, after_reward = step_reward(step, steps), step_reward(after, steps)
         records.append(
             CriticRecord(
@@ -301,7 +306,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
                 trajectory_id=trajectory.trajectory_id,
                 step=step["index"],
                 next_step=after["index"],
-                prompt=[ChatMessage.model_validate(m) for m in texts.json(step["critic_prompt"])],
+                prompt=[ChatMessage.model_validate(m) for m in texts.json(prompt_hash)],
                 completion=critique.model_dump_json(),
                 critique=critique,
                 reward_before=before_reward,

@@ -33,7 +33,7 @@ async def final_state(db_path: str | Path, run_id: str) -> dict[str, Any]:
     return {key: value for key, value in found.checkpoint["channel_values"].items() if not key.startswith("__")}
 
 
-async def snapshots(graph: CompiledStateGraph, run_id: str) -> list[StateSnapshot]:
+async def snapshots(graph: CompiledStateGraph[Any, Any, Any, Any], run_id: str) -> list[StateSnapshot]:
     """Every checkpoint of the run, oldest first."""
     found = [s async for s in graph.aget_state_history({"configurable": {"thread_id": run_id}})]
     found.reverse()

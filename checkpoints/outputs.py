@@ -53,11 +53,11 @@ def write_run_outputs(out_dir: Path, state: dict[str, Any], store: BlobStore) ->
     shots = out_dir / "steps"
     steps: list[Step] = state.get("steps", [])
     for step in steps:
-        if step.get("screenshot"):
+        if screenshot := step.get("screenshot"):
             shots.mkdir(exist_ok=True)
             target = shots / f"{step['index']}.png"
             if not target.exists():
-                target.write_bytes(store.get(step["screenshot"]))
+                target.write_bytes(store.get(screenshot))
     summary = RunSummary.of(state)
     (out_dir / "run.json").write_text(json.dumps(summary.model_dump(mode="json"), indent=2))
     return summary

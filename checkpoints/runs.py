@@ -69,20 +69,20 @@ class RunIndex:
                 updated_at=float,
                 pid_started=float,
             )
-            self.db["runs"].create(columns, pk="run_id", if_not_exists=True)
-            self.db["runs"].create_index(["group_id"], if_not_exists=True)
+            self.db.table("runs").create(columns, pk="run_id", if_not_exists=True)
+            self.db.table("runs").create_index(["group_id"], if_not_exists=True)
 
     def start(self, record: RunRecord) -> RunRecord:
         record.pid = os.getpid()
         record.pid_started = _process_started(record.pid)
         record.status = "running"
         record.updated_at = time.time()
-        self.db["runs"].upsert(record.model_dump(), pk="run_id")
+        self.db.table("runs").upsert(record.model_dump(), pk="run_id")
         return record
 
     def update(self, run_id: str, **fields: Any) -> None:
         fields["updated_at"] = time.time()
-        self.db["runs"].update(run_id, fields)
+        self.db.table("runs").update(run_id, fields)
 
     def get(self, run_id: str) -> RunRecord | None:
         rows = list(self.db["runs"].rows_where("run_id = ?", [run_id]))

@@ -59,7 +59,7 @@ class BlobStore:
         self._cache = _BlobCache(_CACHE_BYTES, _CACHE_ITEM_MAX)
         self._known: OrderedDict[str, None] = OrderedDict()
         if "blobs" not in self.db.table_names():
-            self.db["blobs"].create(
+            self.db.table("blobs").create(
                 {"hash": str, "size": int, "codec": str, "data": bytes}, pk="hash", if_not_exists=True
             )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -128,21 +128,19 @@ class Settings(BaseSettings):
             )
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"The {role} endpoint {base_url!r} is not an http(s) URL.")
-        extra: dict[str, object] = {}
-        if role == "coder":
-            extra = {"temperature": self.coder_temperature, "top_p": self.coder_top_p}
         return ModelSettings(
             model=model,
             base_url=base_url,
             api_key=getattr(self, f"{role}_api_key") or self.api_key,
-            **extra,
+            temperature=self.coder_temperature if role == "coder" else None,
+            top_p=self.coder_top_p if role == "coder" else None,
         )
 
-    def to_context(self, **overrides: object) -> AgentContext:
+    def to_context(self, **overrides: Any) -> AgentContext:
         """Build the run context; raises ConfigError (one line) when a role is incomplete."""
         roles = {role: self.role(role) for role in ROLES}
         try:
-            return AgentContext(**roles, chromium=self.chromium, **overrides)
+            return AgentContext.model_validate({**roles, "chromium": self.chromium, **overrides})
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])

@@ -7,7 +7,7 @@ messages from an earlier step while the abandoned steps stay listed.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, NotRequired, Required
+from typing import Annotated, Any, Literal, NotRequired, Required
 
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
 # TypedDict on Python < 3.12.
@@ -128,14 +128,16 @@ def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) ->
 
     A step's first update (the coder turn) carries every required field of ``Step``.
     """
-    merged = [dict(step) for step in (current or [])]
-    by_index = {step["index"]: step for step in merged}
+    # Plain dicts while merging: a step is complete only once its first update is in.
+    merged: list[dict[str, Any]] = [dict(step) for step in (current or [])]
+    by_index: dict[int, dict[str, Any]] = {step["index"]: step for step in merged}
     for update in updates or []:
-        existing = by_index.get(update["index"])
+        index = update["index"]
+        existing = by_index.get(index)
         if existing is None:
-            record = dict(update)
+            record: dict[str, Any] = dict(update)
             merged.append(record)
-            by_index[record["index"]] = record
+            by_index[index] = record
             continue
         for key, value in update.items():
             if key in ("timings", "tokens") and isinstance(value, dict):

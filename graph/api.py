@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
@@ -51,7 +52,7 @@ class RunResult(BaseModel):
     summary: RunSummary
 
 
-def run_config(run_id: str, group_id: str = "") -> dict[str, Any]:
+def run_config(run_id: str, group_id: str = "") -> RunnableConfig:
     return {
         "configurable": {"thread_id": run_id},
         "metadata": {"run_id": run_id, "group_id": group_id},
@@ -235,7 +236,7 @@ async def fork_run(
         # Written as if the critic had just run, so the next node is the Refiner (or finalize at budget);
         # the runtime carries the context so the critic's router sees this run's limits. LangGraph's
         # update_state takes no context argument; its runtime is read from this config key.
-        update_config = {
+        update_config: RunnableConfig = {
             **config,
             "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)},
         }

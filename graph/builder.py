@@ -49,6 +49,8 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
     return builder
 
 
-def compile_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
+def compile_graph(
+    checkpointer: Checkpointer = None,
+) -> CompiledStateGraph[AgentState, AgentContext, InputState, OutputState]:
     """The compiled workflow; pass an async checkpointer for resumable runs."""
     return build_graph().compile(checkpointer=checkpointer, name="webgen-agent")

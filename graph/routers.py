@@ -61,8 +61,10 @@ def route_after_coder(
     if action == "finish":
         return "finalize"
     if action == "screenshot_validated":
-        tested = state["steps"][step["tests_step"]]
-        return "gui_tester" if (tested.get("execution") or {}).get("ok") else "critic"
+        if step["tests_step"] is None:
+            raise RoutingError(f"control step {step['index']} names no code-edit step")
+        execution = state["steps"][step["tests_step"]].get("execution")
+        return "gui_tester" if execution and execution["ok"] else "critic"
     if action == "malformed":
         return "backtrack" if _should_backtrack(state, context) else "critic"
     raise RoutingError(f"step {step.get('index')} has unknown action {action!r}")
@@ -93,7 +95,10 @@ def route_after_judge(
 
 def route_after_gui(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["finalize", "critic"]:
     context = limits_of(runtime)
-    tested = state["steps"][state["edit_step"]]
+    edit_step = state.get("edit_step")
+    if edit_step is None:
+        raise RoutingError("a GUI test ended with no code-edit step under test")
+    tested = state["steps"][edit_step]
     if tested["gui_passed"] and tested["screenshot_score"] >= context.appearance_threshold:
         return "finalize"
     return "critic"

@@ -73,7 +73,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     blobs = resources.store
     step = current_step(state)
     parsed = parse_reply(blobs.get_text(step["completion"]))
-    before = blobs.manifest(state["files"]) if state.get("files") else {}
+    files_before = state.get("files")
+    before = blobs.manifest(files_before) if files_before else {}
     site = resources.site(workspace_dir(state), context)
     disk_before = files_on_disk(blobs, workspace_dir(state))
     # What a kept dev server serves before anything is written: afterwards it must serve these anew.

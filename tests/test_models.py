@@ -67,7 +67,7 @@ async def test_dead_endpoint_is_a_clear_error_quickly():
     started = time.monotonic()
     with pytest.raises(ModelCallError, match="coder model 'm': cannot reach http://127.0.0.1:9/v1"):
         await complete(dead, "coder", ASK)
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 30
 
 
 def test_a_host_may_run_the_agent_under_several_event_loops(server):

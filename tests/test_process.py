@@ -66,7 +66,7 @@ async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     started = time.monotonic()
     result = await run_command([sys.executable, "-c", SPAWNER, str(pids_file)], cwd=tmp_path, timeout_s=1.5)
-    assert time.monotonic() - started < 6
+    assert time.monotonic() - started < 15  # generous: a loaded 2-core machine
     assert result.timed_out and result.exit_code is None and not result.ok
     assert "spawned" in result.output_tail
     child, grandchild = map(int, pids_file.read_text().split())
@@ -165,7 +165,7 @@ async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     started = time.monotonic()
     await proc.stop(grace_s=0.5)
     assert not proc.alive and proc.returncode == -signal.SIGKILL
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 10  # generous: a loaded 2-core machine
 
 
 def _start_orphan_maker(tmp_path: Path, registry_path: Path) -> tuple[subprocess.Popen, list[int]]:

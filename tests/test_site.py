@@ -168,7 +168,7 @@ async def test_vite_project_from_cache_then_hmr_then_config_restart(tmp_path: Pa
     first = await runner.ensure_running(None)
     assert first.ok, first.error
     assert first.kind == "npm" and first.install_ran and first.install_cached and first.server_restarted
-    assert first.install_s < 5 and first.start_s < 20
+    assert first.install_s < 15 and first.start_s < 45  # bounds for a loaded machine; figures: benchmarks
     assert not list(runner.log_dir.glob("install-*.log")), "npm install must not run on a cache hit"
     assert (ws / "node_modules" / ".bin" / "vite").is_symlink()
     page = await get(first.url)
@@ -251,7 +251,7 @@ async def test_server_that_never_listens_hits_the_deadline(tmp_path: Path, runne
     result = await runner.ensure_running(None)
     assert not result.ok and result.stage == "start"
     assert "did not answer HTTP" in result.error and "within 2 s" in result.error
-    assert time.monotonic() - started < 15  # includes the (tiny) npm install
+    assert time.monotonic() - started < 30  # includes the (tiny) npm install
     assert runner.server is None
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 ReplyKind = Literal["edit", "screenshot_validated", "finish", "malformed"]
-CONTROL_WORDS: tuple[str, ...] = ("screenshot_validated", "finish")
+CONTROL_WORDS: tuple[Literal["screenshot_validated", "finish"], ...] = ("screenshot_validated", "finish")
 # Upstream treats a control-word reply longer than this as malformed.
 CONTROL_REPLY_MAX_CHARS = 400
 
@@ -66,7 +66,7 @@ def _strip_fence(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _control_word(text: str) -> str | None:
+def _control_word(text: str) -> Literal["screenshot_validated", "finish"] | None:
     bare = re.sub(r"[`*_\"'.!\s]+", " ", text).strip().lower()
     for word in CONTROL_WORDS:
         if bare == word or bare == word.replace("_", " "):

@@ -63,7 +63,8 @@ class StructuredAnswer(BaseModel, Generic[T]):
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
 # that runs the agent under a second ``asyncio.run`` would get "Event loop is closed". One client
 # per running loop (dropped with the loop) keeps connection reuse without that trap.
-_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+# openai's default client is built on its own httpx fork, not on httpx: typed loosely.
+_loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
 def _client_errors() -> tuple[type[Exception], ...]:
@@ -77,7 +78,7 @@ def _client_errors() -> tuple[type[Exception], ...]:
 HTTP_CLIENT_ERRORS = _client_errors()
 
 
-def shared_http_client() -> httpx.AsyncClient:
+def shared_http_client() -> Any:
     """The running event loop's HTTP client for model endpoints (made once: each new client loads
     the system's CA certificates, ~30 ms of CPU)."""
     loop = asyncio.get_running_loop()
@@ -110,8 +111,10 @@ def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpe
 
 
 def _usage(message: AIMessage) -> Usage:
-    meta = message.usage_metadata or {}
-    return Usage(input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0), calls=1)
+    meta = message.usage_metadata
+    if meta is None:
+        return Usage(calls=1)
+    return Usage(input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"], calls=1)
 
 
 def _endpoint_error(settings: ModelSettings, role: Role, exc: Exception) -> ModelCallError:

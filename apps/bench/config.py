@@ -83,10 +83,12 @@ def eval_settings(settings: Settings, flags: EvalModelFlags, **limits: object) -
         api_key=flags.api_key,
     )
     feedback = _role(settings, "feedback", model=flags.feedback_model, base_url=flags.base_url, api_key=flags.api_key)
-    return EvalSettings(
-        agent=agent,
-        appearance=appearance,
-        feedback=feedback,
-        chromium=settings.chromium,
-        **{k: v for k, v in limits.items() if v is not None},
+    return EvalSettings.model_validate(
+        {
+            "agent": agent,
+            "appearance": appearance,
+            "feedback": feedback,
+            "chromium": settings.chromium,
+            **{k: v for k, v in limits.items() if v is not None},
+        }
     )

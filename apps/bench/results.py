@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,7 +51,7 @@ class JsonlStore(Generic[R]):
             handle.flush()
             os.fsync(handle.fileno())
 
-    def compact(self, order: Callable[[R], object] | None = None) -> list[R]:
+    def compact(self, order: Callable[[R], Any] | None = None) -> list[R]:
         """Rewrite the file with one line per key (optionally sorted); returns the records."""
         records: Iterable[R] = self.load().values()
         ordered = sorted(records, key=order) if order is not None else list(records)

@@ -128,7 +128,7 @@ class _Driver:
         if await self.has_checkpoint(spec.run_id):
             return "resume"
         # Killed before LangGraph wrote its first checkpoint: nothing to continue, start it over.
-        self.runs.db["runs"].delete(spec.run_id)
+        self.runs.db.table("runs").delete(spec.run_id)
         return "start"
 
     async def run_one(self, spec: TrajectorySpec) -> TrajectoryOutcome:

@@ -45,7 +45,7 @@ class RolloutView:
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.live.update(self._render())
         self.live.__exit__(*exc)
 
