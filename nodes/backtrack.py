@@ -16,7 +16,7 @@ from webgen_agent.nodes.feedback import results_text, template_feedback
 from webgen_agent.nodes.selection import best_good_step
 
 
-@node("backtrack")
+@node
 async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     blobs = store()
     count = state.get("consecutive_errors", 0)

@@ -62,51 +62,50 @@ def _emit(runtime: Runtime[AgentContext], event: ProgressEvent) -> None:
         writer({"webgen": event.model_dump(exclude_none=True)})
 
 
-def node(name: str) -> Callable[[NodeFn], NodeFn]:
+def node(fn: NodeFn) -> NodeFn:
     """Decorate a node: emit start/end progress events and record its wall time on its step.
 
-    The step is the last one the node's update names, else the state's current step.
+    The node's name is its function's name (what the graph registers it as). The step is the last
+    one the node's update names, else the state's current step.
     """
+    name = fn.__name__
 
-    def wrap(fn: NodeFn) -> NodeFn:
-        @functools.wraps(fn)
-        async def run(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
-            step_index = state.get("current")
-            _emit(runtime, ProgressEvent(node=name, step=step_index, phase="start"))
-            started = time.monotonic()
-            update = await fn(state, runtime)
-            seconds = round(time.monotonic() - started, 3)
-            patches: list[StepUpdate] = list(update.get("steps") or [])
-            if patches:
-                step_index = patches[-1]["index"]
-            if step_index is not None:
-                own = next((p for p in patches if p["index"] == step_index), None)
-                if own is None:
-                    own = {"index": step_index}
-                    patches.append(own)
-                own["timings"] = {**own.get("timings", {}), name: seconds}
-                update["steps"] = patches
-            tokens = (patches[-1].get("tokens", {}) if patches else {}).get(name, {})
-            _emit(
-                runtime,
-                ProgressEvent(
-                    node=name,
-                    step=step_index,
-                    phase="end",
-                    seconds=seconds,
-                    screenshot_score=_last(patches, "screenshot_score"),
-                    gui_score=_last(patches, "gui_score"),
-                    errored=_last(patches, "errored"),
-                    message=str(update.pop("_message", "")),
-                    input_tokens=tokens.get("input", 0),
-                    output_tokens=tokens.get("output", 0),
-                ),
-            )
-            return update
+    @functools.wraps(fn)
+    async def run(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+        step_index = state.get("current")
+        _emit(runtime, ProgressEvent(node=name, step=step_index, phase="start"))
+        started = time.monotonic()
+        update = await fn(state, runtime)
+        seconds = round(time.monotonic() - started, 3)
+        patches: list[StepUpdate] = list(update.get("steps") or [])
+        if patches:
+            step_index = patches[-1]["index"]
+        if step_index is not None:
+            own = next((p for p in patches if p["index"] == step_index), None)
+            if own is None:
+                own = {"index": step_index}
+                patches.append(own)
+            own["timings"] = {**own.get("timings", {}), name: seconds}
+            update["steps"] = patches
+        tokens = (patches[-1].get("tokens", {}) if patches else {}).get(name, {})
+        _emit(
+            runtime,
+            ProgressEvent(
+                node=name,
+                step=step_index,
+                phase="end",
+                seconds=seconds,
+                screenshot_score=_last(patches, "screenshot_score"),
+                gui_score=_last(patches, "gui_score"),
+                errored=_last(patches, "errored"),
+                message=str(update.pop("_message", "")),
+                input_tokens=tokens.get("input", 0),
+                output_tokens=tokens.get("output", 0),
+            ),
+        )
+        return update
 
-        return run
-
-    return wrap
+    return run
 
 
 def _last(patches: list[StepUpdate], key: str) -> Any:

@@ -17,7 +17,7 @@ from webgen_agent.nodes.feedback import format_critique, results_text, template_
 from webgen_agent.tools.models import ask_structured
 
 
-@node("critic")
+@node
 async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     step = current_step(state)
     tested = edit_step(state) if step["action"] == "screenshot_validated" else None

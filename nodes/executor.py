@@ -66,7 +66,7 @@ def execution_record(result: ExecutionResult) -> Execution:
     }
 
 
-@node("executor")
+@node
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
     resources = get_resources()

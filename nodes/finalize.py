@@ -14,7 +14,7 @@ from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.selection import best_step, code_steps
 
 
-@node("finalize")
+@node
 async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     resources = get_resources()
     if state.get("run_id"):

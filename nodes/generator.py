@@ -36,7 +36,7 @@ def run_identity(state: AgentState, context: AgentContext) -> Update:
     return {"run_id": run_id, "out_dir": out_dir}
 
 
-@node("generator")
+@node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     conversation = [
         chat_ref("system", prompts.CODER_SYSTEM),

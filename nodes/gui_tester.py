@@ -20,7 +20,7 @@ from webgen_agent.tools.gui_agent import GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
 
 
-@node("gui_tester")
+@node
 async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
     resources = get_resources()

@@ -10,7 +10,7 @@ from webgen_agent.nodes.coding import coder_turn
 from webgen_agent.nodes.common import Update, node
 
 
-@node("refiner")
+@node
 async def refiner(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     feedback_hash = state.get("feedback")
     if not feedback_hash:

@@ -61,7 +61,7 @@ async def _prepare_gui_test_while_waiting(
         await resources.drop_gui_session(run_id)
 
 
-@node("screenshot_judge")
+@node
 async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     step = current_step(state)
     blobs = store()

@@ -25,7 +25,7 @@ from webgen_agent.graph.api import RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
 
-# Upstream's Step-GRPO rollout settings (UPSTREAM.md, "Training").
+# Upstream's Step-GRPO rollout settings (WebGen-Agent's RL run script; see docs/fidelity.md).
 ROLLOUT_MAX_STEPS = 5
 ROLLOUT_TEMPERATURE = 1.0
 ROLLOUT_TOP_P = 0.95
