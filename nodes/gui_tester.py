@@ -16,7 +16,7 @@ from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.gui_testing import verdict_messages, write_test_instruction
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.gui_agent import GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
 
 
@@ -42,9 +42,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     else:
         browser = await resources.browser(context)
         prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
-        run = await run_gui_agent(
-            url=served.url,
-            task=prompts.gui_task(served.url, instruction),
+        settings = GuiAgentSettings(
             model=context.vlm.model,
             base_url=context.vlm.base_url,
             api_key=api_key_for(context.vlm, "vlm"),
@@ -54,6 +52,11 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             # Concurrent runs share this Chromium; each agent sees only a browser context of its own.
             cdp_url=(await browser.start()).ws_url,
             viewport=(context.viewport_width, context.viewport_height),
+        )
+        run = await run_gui_agent(
+            url=served.url,
+            task=prompts.gui_task(served.url, instruction),
+            settings=settings,
             prepared=prepared,  # opened while the screenshot was graded (closed by the run either way)
         )
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)

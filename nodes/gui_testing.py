@@ -30,8 +30,8 @@ async def write_test_instruction(context: AgentContext, requirement: str) -> tup
 def warm_gui_agent() -> None:
     """Import browser-use in a worker thread now, not at the first GUI test (about 3 s, once per process).
 
-    Safe to import early: ``tools.gui_agent`` (imported above) has already switched browser-use's
-    telemetry, version check and log handlers off.
+    Safe to import early: ``import_browser_use`` switches browser-use's telemetry, version check and
+    log handlers off before the import, and applies this project's patches after it.
     """
     if not all(name in sys.modules for name in BROWSER_USE_MODULES):
         asyncio.get_running_loop().run_in_executor(None, import_browser_use)

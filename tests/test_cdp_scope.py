@@ -21,7 +21,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
-from webgen_agent.tools.gui_agent import open_gui_session, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, open_gui_session, run_gui_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -159,12 +159,13 @@ async def test_two_gui_agents_test_their_own_sites_side_by_side_on_one_chromium(
             run = await run_gui_agent(
                 url=f"{site}/{page}",
                 task=TASK,
-                model="vlm",
-                base_url=server.base_url,
-                api_key="k",
-                chromium_path="/not/used/with/cdp",
-                cdp_url=shared_browser.cdp_url,
-                timeout_s=90,
+                settings=GuiAgentSettings(
+                    model="vlm",
+                    base_url=server.base_url,
+                    api_key="k",
+                    cdp_url=shared_browser.cdp_url,
+                    timeout_s=90,
+                ),
             )
             return started, time.monotonic(), run
 
@@ -196,12 +197,13 @@ async def test_a_session_opened_ahead_is_used_by_the_run_and_closed_with_it(
         run = await run_gui_agent(
             url=url,
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path="/not/used/with/cdp",
-            cdp_url=shared_browser.ws_url,
-            timeout_s=90,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                cdp_url=shared_browser.ws_url,
+                timeout_s=90,
+            ),
             prepared=prepared,
         )
     assert run.stopped_reason == "done" and run.final_answer == "YES - Buy milk is listed", run.errors
@@ -219,12 +221,13 @@ async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its
         run = await run_gui_agent(
             url=f"{site}/chores.html",
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path="/not/used/with/cdp",
-            cdp_url=shared_browser.ws_url,
-            timeout_s=90,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                cdp_url=shared_browser.ws_url,
+                timeout_s=90,
+            ),
             prepared=stale,
         )
     assert run.final_answer == "YES - Walk dog is listed", run.errors

@@ -8,8 +8,10 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +19,19 @@ import pytest
 
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
-from webgen_agent.tools.gui_agent import GuiAction, GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import (
+    PINNED_BROWSER_USE,
+    GuiAction,
+    GuiAgentSettings,
+    GuiRun,
+    UnsupportedBrowserUse,
+    check_browser_use_version,
+    run_gui_agent,
+)
 
 CHROMIUM = os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or ""
 needs_chromium = pytest.mark.skipif(not CHROMIUM, reason="no Chromium on PATH (set WEBGEN_CHROMIUM)")
+PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TASK = "Add a todo 'Buy milk' and check that it appears in the list. Answer YES or NO."
 
@@ -103,11 +114,13 @@ async def test_agent_adds_a_todo_in_a_real_browser(site_url: str) -> None:
         run = await run_gui_agent(
             url=site_url,
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path=CHROMIUM,
-            timeout_s=90,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path=CHROMIUM,
+                timeout_s=90,
+            ),
         )
     assert run.stopped_reason == "done", run.errors
     assert run.final_answer == "YES - Buy milk is listed" and run.success is True
@@ -126,10 +139,12 @@ async def test_dead_endpoint_fails_fast_without_a_browser() -> None:
     run = await run_gui_agent(
         url="http://127.0.0.1:9/",
         task=TASK,
-        model="vlm",
-        base_url=f"http://127.0.0.1:{free_port()}/v1",
-        api_key="k",
-        chromium_path=CHROMIUM or "/usr/bin/chromium",
+        settings=GuiAgentSettings(
+            model="vlm",
+            base_url=f"http://127.0.0.1:{free_port()}/v1",
+            api_key="k",
+            chromium_path=CHROMIUM or "/usr/bin/chromium",
+        ),
     )
     assert run.stopped_reason == "error"
     assert "cannot be reached" in run.errors[0]
@@ -140,10 +155,12 @@ async def test_missing_chromium_is_reported() -> None:
     run = await run_gui_agent(
         url="http://127.0.0.1:9/",
         task=TASK,
-        model="vlm",
-        base_url="http://127.0.0.1:9/v1",
-        api_key="k",
-        chromium_path="/nonexistent/chromium",
+        settings=GuiAgentSettings(
+            model="vlm",
+            base_url="http://127.0.0.1:9/v1",
+            api_key="k",
+            chromium_path="/nonexistent/chromium",
+        ),
     )
     assert run.stopped_reason == "error" and "Chromium not found" in run.errors[0]
 
@@ -155,11 +172,13 @@ async def test_failing_endpoint_stops_after_bounded_retries(site_url: str) -> No
         run = await run_gui_agent(
             url=site_url,
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path=CHROMIUM,
-            timeout_s=90,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path=CHROMIUM,
+                timeout_s=90,
+            ),
         )
     assert run.stopped_reason == "error"
     assert any("model crashed" in e for e in run.errors)
@@ -181,12 +200,14 @@ async def test_action_budget_counts_actions_not_steps(site_url: str) -> None:
         run = await run_gui_agent(
             url=site_url,
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path=CHROMIUM,
-            max_actions=3,
-            timeout_s=90,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path=CHROMIUM,
+                max_actions=3,
+                timeout_s=90,
+            ),
         )
     assert run.stopped_reason == "max_actions"
     assert [(a.step, a.name) for a in run.actions] == [(1, "scroll"), (1, "scroll"), (2, "scroll")]
@@ -203,11 +224,13 @@ async def test_whole_run_timeout(site_url: str) -> None:
         run = await run_gui_agent(
             url=site_url,
             task=TASK,
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            chromium_path=CHROMIUM,
-            timeout_s=6,
+            settings=GuiAgentSettings(
+                model="vlm",
+                base_url=server.base_url,
+                api_key="k",
+                chromium_path=CHROMIUM,
+                timeout_s=6,
+            ),
         )
     assert run.stopped_reason == "timeout"
     assert run.final_answer is None
@@ -225,11 +248,13 @@ async def test_page_that_never_loads_ends_at_the_deadline() -> None:
             run = await run_gui_agent(
                 url=f"http://127.0.0.1:{silent.getsockname()[1]}/",
                 task=TASK,
-                model="vlm",
-                base_url=server.base_url,
-                api_key="k",
-                chromium_path=CHROMIUM,
-                timeout_s=6,
+                settings=GuiAgentSettings(
+                    model="vlm",
+                    base_url=server.base_url,
+                    api_key="k",
+                    chromium_path=CHROMIUM,
+                    timeout_s=6,
+                ),
             )
     assert run.stopped_reason == "timeout"
     assert any("never finished loading" in e for e in run.errors)
@@ -270,12 +295,13 @@ async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Pat
             run = await run_gui_agent(
                 url=site_url,
                 task=TASK,
-                model="vlm",
-                base_url=server.base_url,
-                api_key="k",
-                chromium_path="/not/used/with/cdp",
-                cdp_url=f"http://127.0.0.1:{port}",
-                timeout_s=90,
+                settings=GuiAgentSettings(
+                    model="vlm",
+                    base_url=server.base_url,
+                    api_key="k",
+                    cdp_url=f"http://127.0.0.1:{port}",
+                    timeout_s=90,
+                ),
             )
         assert run.stopped_reason == "done", run.errors
         assert run.final_answer == "YES - Buy milk is listed"
@@ -290,3 +316,55 @@ def test_gui_action_and_run_defaults() -> None:
     assert run.stopped_reason == "error" and run.actions == [] and run.final_screenshot_png is None
     action = GuiAction(step=1, name="click", params={"index": 3})
     assert action.result is None and action.error is None
+
+
+def test_settings_reject_an_empty_budget_or_deadline() -> None:
+    for bad in ({"max_actions": 0}, {"max_actions_per_step": 0}, {"timeout_s": 0}):
+        with pytest.raises(ValueError):
+            GuiAgentSettings(model="vlm", base_url="http://127.0.0.1:9/v1", api_key="k", **bad)
+    settings = GuiAgentSettings(model="vlm", base_url="http://127.0.0.1:9/v1", api_key="secret-key")
+    assert "secret-key" not in repr(settings)
+
+
+def test_importing_the_package_and_the_report_loads_no_browser_use() -> None:
+    # Against a baseline of what langgraph itself loads (its SDK imports websockets).
+    script = """
+import os, sys
+import langgraph.graph
+before = set(sys.modules)
+import webgen_agent.apps.report.html
+import webgen_agent.tools.gui_agent
+from webgen_agent.tools.gui_agent import GuiAction, GuiAgentSettings, GuiRun
+heavy = ("browser_use", "bubus", "playwright", "langchain_openai", "websockets")
+print(sorted(m for m in set(sys.modules) - before if m.startswith(heavy)))
+print(sorted(k for k in os.environ if k.startswith("BROWSER_USE") or k == "ANONYMIZED_TELEMETRY"))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BROWSER_USE") and k != "ANONYMIZED_TELEMETRY"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[]", "[]"], out.stdout
+
+
+def test_only_the_pinned_browser_use_is_supported() -> None:
+    pin = next(d for d in PYPROJECT["project"]["dependencies"] if d.startswith("browser-use"))
+    assert pin == f"browser-use=={PINNED_BROWSER_USE}"  # the patches name the version pyproject.toml installs
+    check_browser_use_version()  # the installed one
+    with pytest.raises(UnsupportedBrowserUse) as raised:
+        check_browser_use_version("0.14.0")
+    message = str(raised.value)
+    assert "\n" not in message and "0.14.0" in message and PINNED_BROWSER_USE in message
+
+
+async def test_an_unsupported_browser_use_is_reported_before_any_browser_starts(monkeypatch) -> None:
+    from webgen_agent.tools.gui_agent import patches
+
+    monkeypatch.setattr(patches, "PINNED_BROWSER_USE", "0.0.1")
+    run = await run_gui_agent(
+        url="http://127.0.0.1:9/",
+        task=TASK,
+        settings=GuiAgentSettings(model="vlm", base_url="http://127.0.0.1:9/v1", api_key="k", chromium_path=CHROMIUM),
+    )
+    assert run.stopped_reason == "error" and run.errors == [
+        f"browser-use {PINNED_BROWSER_USE} is installed, but the GUI agent supports only browser-use 0.0.1 "
+        "(pip install browser-use==0.0.1)"
+    ]

@@ -13,16 +13,19 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from webgen_agent.tools import site as site_module
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import (
     SiteRunner,
-    _printed_urls,
     is_config_path,
+    printed_urls,
     run_shell,
     start_command,
     summarize_log,
+    vite_module_path,
 )
+from webgen_agent.tools.site import deps as deps_module
+from webgen_agent.tools.site import freshness as freshness_module
+from webgen_agent.tools.site import runner as runner_module
 
 # ---- pure helpers ------------------------------------------------------------------------------
 
@@ -69,7 +72,7 @@ def test_a_plain_vite_script_runs_vite_itself(tmp_path: Path) -> None:
 
 def test_printed_urls_only_from_announcements() -> None:
     log = "  \x1b[32m➜\x1b[39m  Local:   http://localhost:5174/\nproxy error: could not proxy to http://localhost:8080/api\n"
-    assert _printed_urls(log) == ["http://localhost:5174/", "http://127.0.0.1:5174/"]
+    assert printed_urls(log) == ["http://localhost:5174/", "http://127.0.0.1:5174/"]
 
 
 def test_summarize_log_highlights_errors_and_trims() -> None:
@@ -257,7 +260,7 @@ async def test_server_that_never_listens_hits_the_deadline(tmp_path: Path, runne
 
 @pytest.mark.e2e
 async def test_bad_http_status_is_an_http_error(tmp_path: Path, runners, vite_template, monkeypatch) -> None:
-    monkeypatch.setattr(site_module, "_BAD_STATUS_GRACE_S", 0.5)
+    monkeypatch.setattr(runner_module, "_BAD_STATUS_GRACE_S", 0.5)
     ws = vite_template.make_workspace(tmp_path / "no-index")
     (ws / "index.html").unlink()
     result = await runners(ws).ensure_running(None)
@@ -283,11 +286,11 @@ async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_pa
     (ws / "index.html").write_text("<h1>ok</h1>")
     calls: list[list[str]] = []
 
-    async def fake_install(self: SiteRunner, extra: list[str]) -> CommandResult:
+    async def fake_install(workspace: Path, extra: list[str], **_: object) -> CommandResult:
         calls.append(extra)
         ok = extra == ["--legacy-peer-deps"]
         if ok:
-            (self.workspace / "node_modules").mkdir()
+            (workspace / "node_modules").mkdir()
         return CommandResult(
             argv=["npm", "install", *extra],
             exit_code=0 if ok else 1,
@@ -295,7 +298,7 @@ async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_pa
             output_tail="" if ok else "npm ERR! ERESOLVE could not resolve",
         )
 
-    monkeypatch.setattr(SiteRunner, "_npm_install", fake_install)
+    monkeypatch.setattr(deps_module, "npm_install", fake_install)
     result = await runners(ws, deps_cache_dir=None).ensure_running(None)
     assert calls == [[], ["--force"], ["--legacy-peer-deps"]]
     assert result.ok and result.install_ran and result.kind == "static"
@@ -303,7 +306,7 @@ async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_pa
     calls.clear()
     failing = tmp_path / "broken"
     write_package(failing, {"dev": "vite"}, dependencies={"left-pad": "^1.3.0"})
-    monkeypatch.setattr(SiteRunner, "_npm_install", lambda self, extra: fake_install(self, ["x", *extra]))
+    monkeypatch.setattr(deps_module, "npm_install", lambda ws, extra, **kw: fake_install(ws, ["x", *extra], **kw))
     result = await runners(failing, deps_cache_dir=None).ensure_running(None)
     assert calls == [["x"], ["x", "--force"], ["x", "--legacy-peer-deps"]]
     assert not result.ok and result.stage == "install"
@@ -364,7 +367,7 @@ async def test_a_server_that_keeps_serving_the_old_module_is_restarted(
 ) -> None:
     from webgen_agent.tools.workspace import write_file
 
-    monkeypatch.setattr(site_module, "_FRESH_CAP_S", 0.6)
+    monkeypatch.setattr(freshness_module, "_FRESH_CAP_S", 0.6)
     ws = vite_template.make_workspace(tmp_path / "unseen")
     runner = runners(ws)
     first = await runner.ensure_running(None)
@@ -372,18 +375,18 @@ async def test_a_server_that_keeps_serving_the_old_module_is_restarted(
     runner.note_page(["/src/main.jsx", "/src/App.jsx"])
     before = await runner.served_modules(["src/App.jsx"])
     async with httpx.AsyncClient(trust_env=False) as client:
-        old = await site_module._fetch_module(client, first.url, "src/App.jsx")
+        old = await freshness_module._fetch_module(client, first.url, "src/App.jsx")
     write_file(ws, "src/App.jsx", app_source("After the restart"))
-    real_fetch = site_module._fetch_module
+    real_fetch = freshness_module._fetch_module
 
     async def watcher_missed_it(client, base_url, rel_path):
         return old  # the server keeps answering the module compiled from the old text
 
-    monkeypatch.setattr(site_module, "_fetch_module", watcher_missed_it)
+    monkeypatch.setattr(freshness_module, "_fetch_module", watcher_missed_it)
     result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
     assert result.ok and result.server_restarted and result.stale_restart
     assert result.server_pid != first.server_pid
-    monkeypatch.setattr(site_module, "_fetch_module", real_fetch)
+    monkeypatch.setattr(freshness_module, "_fetch_module", real_fetch)
     assert "After the restart" in (await get(result.url + "src/App.jsx")).text
     # A new server has compiled nothing yet; modules that did not change are not waited for.
     assert await runner.served_modules(["src/App.jsx"]) == {}
@@ -405,12 +408,12 @@ async def test_static_and_stopped_servers_need_no_freshness_check(tmp_path: Path
 
 
 def test_vite_module_paths() -> None:
-    assert site_module.vite_module_path("src/App.jsx") == "/src/App.jsx"
-    assert site_module.vite_module_path("./src/styles.css") == "/src/styles.css"
-    assert site_module.vite_module_path("src/data.json") == "/src/data.json?import"
-    assert site_module.vite_module_path("src/my file.ts") == "/src/my%20file.ts"
+    assert vite_module_path("src/App.jsx") == "/src/App.jsx"
+    assert vite_module_path("./src/styles.css") == "/src/styles.css"
+    assert vite_module_path("src/data.json") == "/src/data.json?import"
+    assert vite_module_path("src/my file.ts") == "/src/my%20file.ts"
     for path in ("index.html", "public/app.js", "README.md", "src/logo.png"):
-        assert site_module.vite_module_path(path) is None, path
+        assert vite_module_path(path) is None, path
 
 
 # ---- the dependency cache is shared by runs through the database folder ------------------------

@@ -37,7 +37,7 @@ from webgen_agent.apps.bench.views import Answer, AppearanceGrade, CaseResult, C
 from webgen_agent.core.context import api_key_for, find_chromium
 from webgen_agent.nodes.gui_testing import describe_action
 from webgen_agent.tools.browser import SharedBrowser
-from webgen_agent.tools.gui_agent import GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import DEPS_MARKER, ExecutionResult, SiteRunner
@@ -313,20 +313,20 @@ class Evaluator:
 
     async def _gui_run(self, url: str, case: UITestCase) -> GuiRun:
         agent = self.settings.agent
-        return await run_gui_agent(
-            url=url,
-            task=prompts.case_task(url, case.task, case.expected_result, self.settings.max_actions),
+        settings = GuiAgentSettings(
             model=agent.model,
             base_url=agent.base_url,
             api_key=api_key_for(agent, "vlm"),
+            temperature=agent.temperature,
             max_actions=self.settings.max_actions,
             timeout_s=self.settings.case_timeout_s,
             chromium_path=self._chromium,
             # One Chromium for the whole evaluation; each agent sees only a browser context of its own.
             cdp_url=(await self._shared_browser()).ws_url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
-            temperature=agent.temperature,
         )
+        task = prompts.case_task(url, case.task, case.expected_result, self.settings.max_actions)
+        return await run_gui_agent(url=url, task=task, settings=settings)
 
     async def _decide(self, case: UITestCase, run: GuiRun) -> _Decision:
         if run.stopped_reason == "error":

@@ -1,0 +1,177 @@
+"""Every adjustment this project makes to browser-use, in one place, for one browser-use version.
+
+browser-use has no settings for these, so they touch its environment, its import, or private
+names of it (and of bubus, which it pins). Each is applied only when the GUI agent is used
+(``import_browser_use``), never when this package is imported, and each first checks that the
+installed browser-use is the one they were written for (``PINNED_BROWSER_USE``, as pinned in
+pyproject.toml): another version gets a clear error instead of a patch that may no longer fit.
+
+- Environment, before the import: no telemetry, cloud sync, version check or log handlers, and a
+  config folder of our own.
+- After the import: long-lived objects frozen out of the collector (``gc.freeze``); the
+  downloads folder it makes at import removed at exit.
+- bubus's one event lock per process made one lock per run (``own_event_lock``).
+- A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import functools
+import gc
+import importlib
+import importlib.metadata
+import inspect
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+PINNED_BROWSER_USE = "0.13.14"
+
+# Set before browser_use is imported: no telemetry, cloud sync, version check or log handlers.
+BROWSER_USE_ENV = {
+    "ANONYMIZED_TELEMETRY": "false",
+    "BROWSER_USE_CLOUD_SYNC": "false",
+    "BROWSER_USE_VERSION_CHECK": "false",
+    "BROWSER_USE_SETUP_LOGGING": "false",
+}
+# Agent() imports the Anthropic client lazily (~1.8 s): it belongs to the warm-up too.
+BROWSER_USE_MODULES = (
+    "browser_use",
+    "browser_use.tools.service",
+    "browser_use.llm.openai.chat",
+    "browser_use.llm.anthropic.chat",
+)
+# How long a click waits for a file download it may have started (browser-use: 0.5 s on every click).
+CLICK_DOWNLOAD_WAIT_S = 0.05
+
+
+class UnsupportedBrowserUse(RuntimeError):
+    """The installed browser-use is not the version the GUI agent's patches were written for."""
+
+
+def check_browser_use_version(installed: str | None = None) -> None:
+    """Raise ``UnsupportedBrowserUse`` unless browser-use ``PINNED_BROWSER_USE`` is installed."""
+    if installed is None:
+        try:
+            installed = importlib.metadata.version("browser-use")
+        except importlib.metadata.PackageNotFoundError:
+            installed = "none"
+    if installed != PINNED_BROWSER_USE:
+        raise UnsupportedBrowserUse(
+            f"browser-use {installed} is installed, but the GUI agent supports only browser-use "
+            f"{PINNED_BROWSER_USE} (pip install browser-use=={PINNED_BROWSER_USE})"
+        )
+
+
+def configure_browser_use_env() -> None:
+    """Switch off browser-use's network extras and stdout logging; idempotent, before its import."""
+    os.environ.update(BROWSER_USE_ENV)
+    # Not ~/.config/browseruse: nothing in the user's home. One fixed folder per user, reused by
+    # every process, so that runs (and killed runs) do not leave a folder each.
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    os.environ.setdefault("BROWSER_USE_CONFIG_DIR", str(Path(tempfile.gettempdir()) / f"webgen-browser-use-{uid}"))
+    for name in ("browser_use", "bubus", "cdp_use"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+@functools.cache
+def import_browser_use() -> None:
+    """Import browser-use (about 3 s, once per process) with every patch applied.
+
+    Afterwards long-lived objects are hidden from the collector: browser-use's ``Agent.close()``
+    runs a full ``gc.collect()`` after every run, ~0.25 s of CPU with this project's libraries loaded
+    (~300k objects). ``gc.freeze()`` moves everything alive now (modules, classes, schemas) out of
+    the collector's sight, and that collection takes a few ms.
+    """
+    check_browser_use_version()
+    configure_browser_use_env()
+    for name in BROWSER_USE_MODULES:
+        importlib.import_module(name)
+    _scope_event_lock_per_run()
+    _shorten_click_download_wait()
+    _forget_import_time_downloads_dir()
+    gc.collect()
+    gc.freeze()
+
+
+# The event lock of the browser-use run in the current task (see own_event_lock).
+_RUN_EVENT_LOCK: contextvars.ContextVar[Any] = contextvars.ContextVar("webgen_browser_use_event_lock", default=None)
+
+
+def own_event_lock(lock: Any = None) -> Any:
+    """Give the current task (and the tasks it starts) an event lock of its own (or ``lock``)."""
+    import_browser_use()
+    from bubus.service import ReentrantLock
+
+    lock = lock or ReentrantLock()
+    _RUN_EVENT_LOCK.set(lock)
+    return lock
+
+
+@functools.cache
+def _scope_event_lock_per_run() -> None:
+    """Give each browser-use run its own event lock instead of bubus's one lock per process.
+
+    browser-use drives the browser through bubus event buses, and bubus processes the events of
+    *every* bus in the process under one global lock. Its purpose (handlers of one agent and its
+    browser session run in order) holds within a run; across concurrent runs it only serialises
+    unrelated agents, so four GUI tests at once took as long as four in a row. bubus has no setting
+    for this, so its lock getter is replaced by one that returns the lock of the current run
+    (a context variable set by ``own_event_lock``), or the global one outside a run.
+    """
+    check_browser_use_version()
+    from bubus import service
+
+    global_lock = getattr(service, "_get_global_lock", None)
+    if global_lock is None or not hasattr(service, "ReentrantLock"):
+        raise UnsupportedBrowserUse("bubus has no _get_global_lock or ReentrantLock: the event lock cannot be scoped")
+
+    def lock_of_this_run() -> Any:
+        return _RUN_EVENT_LOCK.get() or global_lock()
+
+    service._get_global_lock = lock_of_this_run
+
+
+@functools.cache
+def _shorten_click_download_wait() -> None:
+    """Let a click wait ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not browser-use's 0.5 s.
+
+    browser-use waits after *every* click in case it started a download, half a second per click
+    on a site under test that never downloads anything (the agent has no file actions here). The
+    wait is a default argument browser-use never overrides and exposes no setting for, so the
+    method is wrapped to pass a shorter one; a download that does start is still followed.
+    """
+    check_browser_use_version()
+    from browser_use.browser.watchdogs.default_action_watchdog import DefaultActionWatchdog
+
+    original = getattr(DefaultActionWatchdog, "_execute_click_with_download_detection", None)
+    if original is None or "download_start_timeout" not in inspect.signature(original).parameters:
+        raise UnsupportedBrowserUse("browser-use's click takes no download_start_timeout: its wait cannot be shortened")
+
+    async def click(self: Any, click_coro: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args:
+            kwargs.setdefault("download_start_timeout", CLICK_DOWNLOAD_WAIT_S)
+        return await original(self, click_coro, *args, **kwargs)
+
+    DefaultActionWatchdog._execute_click_with_download_detection = click  # type: ignore[method-assign]
+
+
+@functools.cache
+def _forget_import_time_downloads_dir() -> None:
+    """browser-use makes an (unused) downloads folder in /tmp when imported; remove it at exit if empty."""
+    check_browser_use_version()
+    from browser_use.browser.session import DEFAULT_BROWSER_PROFILE
+
+    path = DEFAULT_BROWSER_PROFILE.downloads_path
+    if path is not None:
+        atexit.register(_rmdir_if_empty, Path(path))
+
+
+def _rmdir_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()

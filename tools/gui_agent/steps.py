@@ -1,0 +1,186 @@
+"""Per-step bookkeeping of a GUI agent run: the limits the step hooks enforce and what the run did.
+
+The action budget and the deadline are checked by browser-use's step hooks; the model client counts
+calls in a row that failed at the endpoint; the run's history is read back into ``GuiAction``s, its
+errors, and why it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from webgen_agent.tools.gui_agent.views import GuiAction, StoppedReason
+
+if TYPE_CHECKING:
+    from browser_use import Agent
+
+logger = logging.getLogger(__name__)
+
+ENDPOINT_FAILURE_LIMIT = 2  # model calls in a row that failed even after retries: stop, the endpoint is down
+_TEXT_LIMIT = 300
+
+
+@dataclass
+class Budget:
+    """Run limits checked by the step hooks."""
+
+    max_actions: int
+    per_step: int
+    deadline: float
+    used: int = 0
+    cap_reached: bool = False
+    deadline_hit: bool = False
+    endpoint_down: bool = False
+    steps_started: int = 0
+    final_png: bytes | None = field(default=None, repr=False)
+
+
+def short(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = " ".join(str(text).split())
+    return text if len(text) <= _TEXT_LIMIT else text[: _TEXT_LIMIT - 3] + "..."
+
+
+def _llm_actions_used(agent: Agent) -> int:
+    """Actions executed by model steps so far (the initial navigation is not the model's)."""
+    used = 0
+    for item in agent.history.history:
+        if item.model_output is not None and item.metadata is not None and item.metadata.step_number > 0:
+            used += len(item.result)
+    return used
+
+
+async def capture(agent: Agent, timeout_s: float = 10) -> bytes | None:
+    try:
+        return await asyncio.wait_for(agent.browser_session.take_screenshot(), timeout=timeout_s)
+    except Exception as exc:  # a dead page must not turn a finished run into an error
+        logger.debug("final screenshot failed: %s", exc)
+        return None
+
+
+def step_hooks(budget: Budget) -> tuple[Any, Any]:
+    """on_step_start / on_step_end hooks enforcing the action budget and the deadline."""
+
+    async def on_step_start(agent: Agent) -> None:
+        budget.steps_started += 1
+        remaining = budget.max_actions - budget.used
+        if time.monotonic() >= budget.deadline:
+            budget.deadline_hit = True
+            agent.stop()
+            return
+        if getattr(agent.llm, "endpoint_failures", 0) >= ENDPOINT_FAILURE_LIMIT:
+            budget.endpoint_down = True
+            agent.stop()
+            return
+        # browser-use truncates a model reply to this many actions, so the total never overshoots.
+        agent.settings.max_actions_per_step = max(1, min(budget.per_step, remaining))
+
+    async def on_step_end(agent: Agent) -> None:
+        budget.used = _llm_actions_used(agent)
+        stopping = False
+        if budget.used >= budget.max_actions and not agent.history.is_done():
+            budget.cap_reached = stopping = True
+        if time.monotonic() >= budget.deadline and not agent.history.is_done():
+            budget.deadline_hit = stopping = True
+        if stopping or agent.history.is_done():
+            budget.final_png = await capture(agent)
+        if stopping:
+            agent.stop()
+
+    return on_step_start, on_step_end
+
+
+def _is_endpoint_failure(exc: BaseException) -> bool:
+    """A connection error, timeout, 429 or 5xx from the model endpoint (not a bad model reply)."""
+    import openai
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, openai.APIConnectionError):
+            return True
+        if isinstance(seen, openai.APIStatusError):
+            return seen.status_code >= 500 or seen.status_code == 429
+        seen = seen.__cause__
+    return False
+
+
+@functools.cache
+def endpoint_watching_chat() -> type:
+    """browser-use's ChatOpenAI, counting model calls in a row that failed at the endpoint."""
+    from browser_use.llm.openai.chat import ChatOpenAI
+
+    @dataclass
+    class EndpointWatchingChatOpenAI(ChatOpenAI):
+        endpoint_failures: int = 0
+
+        async def ainvoke(self, messages: Any, output_format: Any = None, **kwargs: Any) -> Any:
+            try:
+                result = await super().ainvoke(messages, output_format, **kwargs)
+            except Exception as exc:
+                if _is_endpoint_failure(exc):
+                    self.endpoint_failures += 1
+                raise
+            self.endpoint_failures = 0
+            return result
+
+    return EndpointWatchingChatOpenAI
+
+
+def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
+    actions: list[GuiAction] = []
+    errors: list[str] = []
+    steps = 0
+    for item in agent.history.history:
+        step = item.metadata.step_number if item.metadata is not None else 0
+        if step > 0:
+            steps += 1
+        for result in item.result:
+            if result.error and (item.model_output is None or step == 0):
+                errors.append(short(result.error) or "")
+        if item.model_output is None or step == 0:
+            continue  # a failed model call, or the initial navigation
+        for action, result in zip(item.model_output.action, item.result, strict=False):
+            dumped = action.model_dump(exclude_unset=True)
+            if not dumped:
+                continue
+            name, params = next(iter(dumped.items()))
+            params = {k: v for k, v in (params or {}).items() if v is not None}
+            actions.append(
+                GuiAction(
+                    step=step,
+                    name=name,
+                    params=params,
+                    result=short(result.extracted_content or result.long_term_memory),
+                    error=short(result.error),
+                )
+            )
+            if result.error:
+                errors.append(f"step {step} {name}: {short(result.error)}")
+    return actions, errors, steps
+
+
+def why_stopped(agent: Agent, budget: Budget, timed_out: bool, max_steps: int) -> StoppedReason:
+    if agent.history.is_done():
+        return "done"
+    if timed_out or budget.deadline_hit:
+        return "timeout"
+    if budget.endpoint_down:
+        return "error"
+    if budget.cap_reached or agent.state.n_steps > max_steps:
+        return "max_actions"
+    return "error"
+
+
+def last_history_png(agent: Agent) -> bytes | None:
+    for item in reversed(agent.history.history):
+        encoded = item.state.get_screenshot()
+        if encoded:
+            return base64.b64decode(encoded)
+    return None

@@ -1,0 +1,69 @@
+"""What a GUI agent run takes and gives back: its settings, the actions it took, its outcome."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StoppedReason = Literal["done", "max_actions", "timeout", "error"]
+
+MAX_ACTIONS_PER_STEP = 3
+
+
+class GuiAgentSettings(BaseModel):
+    """How a GUI agent runs: its model endpoint, its action budget and deadline, its browser."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str = Field(description="Vision model the agent asks for its next actions.")
+    base_url: str = Field(description="OpenAI-compatible endpoint of that model.")
+    api_key: str = Field(repr=False)
+    temperature: float | None = None
+    max_actions: int = Field(default=15, ge=1, description="Browser actions in the whole run (the final done counts).")
+    max_actions_per_step: int = Field(default=MAX_ACTIONS_PER_STEP, ge=1)
+    timeout_s: float = Field(default=300.0, gt=0, description="Deadline of the whole run.")
+    chromium_path: str = Field(default="", description="Chromium started for this run alone when cdp_url is None.")
+    cdp_url: str | None = Field(
+        default=None,
+        description="A running Chromium to attach to (http://host:port or its ws:// address); it is left running.",
+    )
+    viewport: tuple[int, int] = (1280, 800)
+
+    @property
+    def llm_timeout(self) -> int:
+        """Seconds one model call may take."""
+        return int(max(10, min(90, self.timeout_s)))
+
+    @property
+    def step_timeout(self) -> int:
+        """Seconds one agent step may take."""
+        return int(max(15, min(120, self.timeout_s)))
+
+
+class GuiAction(BaseModel):
+    """One browser action the agent took."""
+
+    step: int = Field(description="Agent step (1-based) the action belongs to.")
+    name: str = Field(description="browser-use action name, e.g. click, input, scroll, done.")
+    params: dict[str, Any] = Field(default_factory=dict)
+    result: str | None = Field(default=None, description="Short result text the agent saw.")
+    error: str | None = Field(default=None, description="Short error text, when the action failed.")
+
+
+class GuiRun(BaseModel):
+    """The outcome of one GUI agent run; failures are described here, not raised."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    final_answer: str | None = Field(default=None, description="The agent's done text, if it finished.")
+    success: bool | None = Field(default=None, description="The agent's own success flag, if it finished.")
+    actions: list[GuiAction] = Field(default_factory=list)
+    steps: int = Field(default=0, description="Agent steps taken (model calls that returned or failed).")
+    final_screenshot_png: bytes | None = Field(default=None, description="PNG of the page at the end.")
+    errors: list[str] = Field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+    stopped_reason: StoppedReason = "error"
+    prepared: bool = Field(default=False, description="The run used a browser session opened ahead of it.")

@@ -1,0 +1,248 @@
+"""The dependency cache: node_modules trees keyed by the dependency manifest, hardlinked into workspaces.
+
+Also the install itself (from the cache, else npm with its retries) and the marker that says which
+manifest a workspace's node_modules was installed for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command
+from webgen_agent.tools.site.logs import explain, last_lines
+from webgen_agent.tools.site.project import read_package_json
+
+DEPS_MARKER = ".webgen-deps"  # skipped by snapshots (checkpoints.store.SKIPPED_FILES)
+LOCKFILES = ("package-lock.json", "npm-shrinkwrap.json")
+NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
+# Build caches the dependency cache must not carry from one project to another.
+_CACHE_SKIP = (".vite", ".cache", ".vite-temp")
+
+
+class InstallResult(BaseModel):
+    """What ``SiteRunner.ensure_dependencies`` did."""
+
+    ran: bool = False
+    cached: bool = False
+    error: str | None = None
+    log_tail: str = ""
+    seconds: float = 0.0
+
+
+@functools.cache
+def _node_version() -> str:
+    try:
+        return subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def dependency_key(workspace: Path) -> str:
+    """sha256 of what decides node_modules: the declared dependencies, the lockfile, the platform."""
+    package = read_package_json(workspace)
+    payload: dict[str, Any] = {
+        name: package.get(name) or {}
+        for name in ("dependencies", "devDependencies", "optionalDependencies", "overrides")
+    }
+    for lockfile in LOCKFILES:
+        path = workspace / lockfile
+        payload[lockfile] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    # Native and platform-specific packages (esbuild, rollup) differ per platform and Node.
+    payload["platform"] = f"{sys.platform}-{platform.machine()}-{_node_version()}"
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _has_dependencies(package: dict[str, Any]) -> bool:
+    return any(package.get(name) for name in ("dependencies", "devDependencies", "optionalDependencies"))
+
+
+def is_installed(workspace: Path, key: str, package: dict[str, Any]) -> bool:
+    """node_modules was installed for dependency key ``key`` (or the project needs none)."""
+    node_modules_ok = (workspace / "node_modules").is_dir() or not _has_dependencies(package)
+    return key in _read_marker(workspace) and node_modules_ok
+
+
+async def install_dependencies(
+    workspace: Path,
+    key: str,
+    *,
+    cache: DepsCache | None,
+    timeout_s: float,
+    registry: ProcessRegistry | None,
+    log_path: Callable[[], Path],
+) -> InstallResult:
+    """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
+
+    Never run under a live dev server. ``log_path`` names a new log file for each npm attempt.
+    """
+    ws = workspace
+    (ws / DEPS_MARKER).unlink(missing_ok=True)  # never leave a stale marker if we fail
+    started = time.monotonic()
+    if cache is not None and await asyncio.to_thread(cache.restore, key, ws):
+        _write_marker(ws, [key, dependency_key(ws)])
+        return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
+
+    def attempt(extra: list[str]) -> Awaitable[CommandResult]:
+        return npm_install(ws, extra, timeout_s=timeout_s, log_path=log_path(), registry=registry)
+
+    result = await attempt([])
+    # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
+    for retry in INSTALL_RETRIES:
+        if result.ok or result.timed_out:
+            break
+        result = await attempt([retry])
+    seconds = round(time.monotonic() - started, 3)
+    if not result.ok:
+        if result.timed_out:
+            headline = f"`npm install` did not finish within {timeout_s:g} s and was stopped."
+        else:
+            headline = (
+                f"`npm install` failed (exit code {result.exit_code}), also when retried with "
+                f"{' and then '.join(INSTALL_RETRIES)}. Check the package names and versions in package.json."
+            )
+        return InstallResult(
+            ran=True,
+            error=explain(headline, result.output_tail),
+            log_tail=last_lines(result.output_tail),
+            seconds=seconds,
+        )
+    keys = [key, dependency_key(ws)]  # npm may have written a lockfile: both keys describe this tree
+    _write_marker(ws, keys)
+    if cache is not None:
+        await asyncio.to_thread(cache.store, keys, ws)
+    return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail))
+
+
+async def npm_install(
+    workspace: Path, extra: list[str], *, timeout_s: float, log_path: Path, registry: ProcessRegistry | None
+) -> CommandResult:
+    """One ``npm install`` in ``workspace`` with ``extra`` flags."""
+    return await run_command(
+        [*NPM_INSTALL, *extra],
+        cwd=workspace,
+        timeout_s=timeout_s,
+        log_path=log_path,
+        registry=registry,
+        tail_lines=200,
+    )
+
+
+def _write_marker(workspace: Path, keys: list[str]) -> None:
+    (workspace / DEPS_MARKER).write_text(json.dumps(sorted(set(keys))))
+
+
+# -- the cache -----------------------------------------------------------------------------------
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # npm rewrites its hidden lockfile in place: a hardlink would let one project corrupt the cache.
+    if os.path.basename(src) != ".package-lock.json":
+        try:
+            os.link(src, dst)
+            return
+        except OSError:  # another filesystem, or links not allowed
+            pass
+    shutil.copy2(src, dst)
+
+
+def _hardlink_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(*_CACHE_SKIP))
+
+
+class DepsCache:
+    """node_modules trees by dependency key, shared by hardlinks between workspaces and runs.
+
+    Entries are written to a temporary folder and renamed into place, so a reader never sees half an
+    entry and two runs storing the same key at once both succeed (the second rename loses, harmlessly).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def entry(self, key: str) -> Path | None:
+        path = self.root / key
+        return path if (path / "node_modules").is_dir() else None
+
+    def restore(self, key: str, workspace: Path) -> bool:
+        """Materialise node_modules (and the lockfile npm would have written) from the cache."""
+        entry = self.entry(key)
+        if entry is None:
+            return False
+        target = workspace / "node_modules"
+        tmp = workspace / f".node_modules.webgen-{uuid.uuid4().hex[:8]}"
+        try:
+            _hardlink_tree(entry / "node_modules", tmp)
+        except (OSError, shutil.Error):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        if target.exists() or target.is_symlink():
+            _remove(target)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # the old tree could not be removed: let npm sort it out
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        for lockfile in LOCKFILES:
+            if (entry / lockfile).is_file() and not (workspace / lockfile).exists():
+                shutil.copy2(entry / lockfile, workspace / lockfile)
+        return True
+
+    def store(self, keys: list[str], workspace: Path) -> None:
+        """Keep the workspace's node_modules under ``keys[0]``; other keys become aliases."""
+        source = workspace / "node_modules"
+        if not keys or not source.is_dir():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        primary = self.root / keys[0]
+        if self.entry(keys[0]) is None:
+            tmp = self.root / f".tmp-{keys[0][:12]}-{uuid.uuid4().hex[:8]}"
+            try:
+                tmp.mkdir()
+                _hardlink_tree(source, tmp / "node_modules")
+                for lockfile in LOCKFILES:
+                    if (workspace / lockfile).is_file():
+                        shutil.copy2(workspace / lockfile, tmp / lockfile)
+                os.rename(tmp, primary)
+            except OSError:  # another run stored it first, or the disk is full: the cache is optional
+                shutil.rmtree(tmp, ignore_errors=True)
+                if self.entry(keys[0]) is None:
+                    return
+        for alias in keys[1:]:
+            if alias != keys[0] and not (self.root / alias).exists():
+                link = self.root / f".tmp-link-{uuid.uuid4().hex[:8]}"
+                with contextlib.suppress(OSError):
+                    link.symlink_to(keys[0])
+                    os.rename(link, self.root / alias)
+                link.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _read_marker(workspace: Path) -> list[str]:
+    try:
+        keys = json.loads((workspace / DEPS_MARKER).read_text())
+    except (OSError, ValueError):
+        return []
+    return [k for k in keys if isinstance(k, str)] if isinstance(keys, list) else []

@@ -1,0 +1,376 @@
+"""The executor's tool: install dependencies when they changed, (re)start the site, wait for HTTP.
+
+Failures are real signals only (exit codes, a dead server, no or bad HTTP answer), never the word
+"error" in a log; the log is only used to explain a failure to the coder model.
+
+Static sites are served by ``python -m http.server`` as a managed process rather than by a server
+thread inside the agent: it gets the same lifecycle as a dev server (own process group, log file,
+registry entry for reaping, killed with the step), a crash or a slow client cannot touch the agent's
+event loop, and its start-up cost (~0.1 s) is paid once per run because it never needs a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from webgen_agent.tools.process import ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
+from webgen_agent.tools.site.deps import (
+    DepsCache,
+    InstallResult,
+    dependency_key,
+    install_dependencies,
+    is_installed,
+)
+from webgen_agent.tools.site.freshness import ServedModule, await_fresh, served_modules
+from webgen_agent.tools.site.logs import explain, printed_urls
+from webgen_agent.tools.site.project import (
+    config_fingerprint,
+    free_port,
+    is_config_path,
+    read_package_json,
+    runs_vite,
+    start_command,
+    start_script,
+)
+
+Stage = Literal["install", "start", "http", "ok"]
+Kind = Literal["npm", "static"]
+
+_BAD_STATUS_GRACE_S = 5.0  # a server answering 4xx/5xx gets this long to settle before we report it
+_POLL_S = 0.1
+
+
+class ExecutionResult(BaseModel):
+    """Outcome of ``SiteRunner.ensure_running``.
+
+    Stages: ``install`` (package.json unreadable, npm failed or timed out), ``start`` (nothing to
+    run, the server exited, or it never accepted a connection before the deadline), ``http`` (it
+    answered, but only with 4xx/5xx), ``ok`` (``url`` answers 200-399).
+    """
+
+    ok: bool
+    stage: Stage = Field(description="Where it stopped: install, start, http, or ok.")
+    kind: Kind | None = None
+    url: str | None = None
+    error: str | None = Field(
+        default=None, description="For the coder model: what failed and the log lines that say why."
+    )
+    install_ran: bool = Field(default=False, description="Dependencies were (re)installed, by npm or from the cache.")
+    install_cached: bool = Field(
+        default=False, description="node_modules came from the dependency cache, npm did not run."
+    )
+    server_restarted: bool = Field(
+        default=False, description="This call started a server process (first start or restart)."
+    )
+    server_pid: int | None = None
+    install_s: float = 0.0
+    start_s: float = 0.0
+    fresh_s: float = Field(
+        default=0.0, description="Time spent confirming a kept dev server serves the edited modules."
+    )
+    stale_restart: bool = Field(
+        default=False, description="A kept server still served an old module after the cap: restarted."
+    )
+    log_tail: str = ""
+
+
+class SiteRunner:
+    """Keeps one workspace's site running across steps; installs and restarts only when needed."""
+
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        registry: ProcessRegistry | None = None,
+        install_timeout_s: float = 300.0,
+        start_timeout_s: float = 60.0,
+        log_dir: Path,
+        deps_cache_dir: Path | None = None,
+    ) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.registry = registry
+        self.install_timeout_s = install_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.log_dir = Path(log_dir)
+        self.cache = DepsCache(deps_cache_dir) if deps_cache_dir is not None else None
+        self._server: ManagedProcess | None = None
+        self._kind: Kind | None = None
+        self._vite = False
+        self._compiled: set[str] = set()  # module URL paths vite compiled for our pages (so caches)
+        self._url: str | None = None
+        self._config: str | None = None
+        self._serial = 0
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def url(self) -> str | None:
+        return self._url if self._server is not None and self._server.alive else None
+
+    @property
+    def server(self) -> ManagedProcess | None:
+        return self._server
+
+    def _log_path(self, what: str) -> Path:
+        self._serial += 1
+        return self.log_dir / f"{what}-{self._serial:03d}.log"
+
+    def note_page(self, loaded: Iterable[str], failed: Iterable[str] = ()) -> None:
+        """Record the module URL paths a captured page loaded (vite compiled and caches them) or failed on.
+
+        Only these are checked for freshness: asking vite for any other file would compile it, and
+        a compile error with no page connected is kept by vite and shown to the next page that
+        connects, as if that page were broken.
+        """
+        self._compiled |= set(loaded)
+        self._compiled -= set(failed)
+
+    async def served_modules(self, paths: Iterable[str]) -> dict[str, ServedModule]:
+        """What the running vite server serves now for ``paths``; call it before writing them.
+
+        Give the result to ``ensure_running`` after the edit: a kept server is then used only once
+        it serves every changed module as it is on disk, so no stale page is ever captured. Covers
+        the modules our pages loaded (``note_page``): vite compiles a module on its first request,
+        so no other can be stale. Empty when no vite server runs (a static server reads files on
+        every request; a new server has no cache).
+        """
+        url = self.url
+        if not self._vite or url is None:
+            return {}
+        return await served_modules(url, self.workspace, paths, self._compiled)
+
+    async def ensure_running(
+        self, changed_paths: set[str] | None = None, *, served_before: dict[str, ServedModule] | None = None
+    ) -> ExecutionResult:
+        """Install if dependencies changed, start or reuse the server, and wait for it to answer.
+
+        A kept vite server must first serve every changed module as it is on disk (checked against
+        ``served_before`` from ``served_modules``); one that still serves an old module after a
+        short cap is restarted.
+        """
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._ensure_running(changed_paths, served_before or {})
+
+    async def _ensure_running(
+        self, changed_paths: set[str] | None, served_before: dict[str, ServedModule]
+    ) -> ExecutionResult:
+        ws = self.workspace
+        if (ws / "package.json").is_file():
+            kind: Kind = "npm"
+        elif (ws / "index.html").is_file():
+            kind = "static"
+        else:
+            await self.stop()
+            return ExecutionResult(
+                ok=False,
+                stage="start",
+                error="The project has no package.json or index.html at its root, so there is nothing to run.",
+            )
+
+        install = InstallResult()
+        package: dict[str, Any] = {}
+        if kind == "npm":
+            try:
+                package = read_package_json(ws)
+            except ValueError as exc:
+                await self.stop()
+                return ExecutionResult(ok=False, stage="install", kind=kind, error=str(exc))
+            install = await self._install_if_needed(package)
+            if install.error:
+                return ExecutionResult(
+                    ok=False,
+                    stage="install",
+                    kind=kind,
+                    error=install.error,
+                    install_ran=install.ran,
+                    install_s=install.seconds,
+                    log_tail=install.log_tail,
+                )
+            if start_command(package, 0) is None:
+                if not (ws / "index.html").is_file():
+                    await self.stop()
+                    return ExecutionResult(
+                        ok=False,
+                        stage="start",
+                        kind=kind,
+                        install_ran=install.ran,
+                        install_cached=install.cached,
+                        install_s=install.seconds,
+                        error='package.json has no "dev", "start" or "serve" script and there is no index.html to serve.',
+                    )
+                kind = "static"  # dependencies only (e.g. for a CDN-less static page): serve the files
+
+        base: dict[str, Any] = dict(
+            kind=kind, install_ran=install.ran, install_cached=install.cached, install_s=install.seconds
+        )
+        config = config_fingerprint(ws) if kind == "npm" else None
+        stale_restart = False
+        if await self._can_reuse(kind, config, changed_paths, install.ran):
+            assert self._server is not None and self._url is not None
+            changed = set(served_before) if changed_paths is None else changed_paths
+            started = time.monotonic()
+            stale = await await_fresh(self._url, ws, changed, served_before) if self._vite else []
+            fresh_s = round(time.monotonic() - started, 3)
+            if not stale:
+                return ExecutionResult(
+                    ok=True, stage="ok", url=self._url, server_pid=self._server.pid, fresh_s=fresh_s, **base
+                )
+            stale_restart = True  # a restarted vite reads every module from disk
+
+        await self.stop()
+        started = time.monotonic()
+        result = await self._start(kind, package, config)
+        start_s = round(time.monotonic() - started, 3)
+        return ExecutionResult(**base, **result, start_s=start_s, server_restarted=True, stale_restart=stale_restart)
+
+    # -- install -------------------------------------------------------------------------------
+    async def ensure_dependencies(self) -> InstallResult:
+        """Install (or restore from the cache) node_modules if package.json's dependencies changed."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            try:
+                package = read_package_json(self.workspace)
+            except (OSError, ValueError) as exc:
+                return InstallResult(error=str(exc))
+            return await self._install_if_needed(package)
+
+    async def _install_if_needed(self, package: dict[str, Any]) -> InstallResult:
+        try:
+            key = dependency_key(self.workspace)
+        except ValueError as exc:
+            return InstallResult(error=str(exc))
+        if is_installed(self.workspace, key, package):
+            return InstallResult()
+        await self.stop()  # never reinstall under a running dev server
+        return await install_dependencies(
+            self.workspace,
+            key,
+            cache=self.cache,
+            timeout_s=self.install_timeout_s,
+            registry=self.registry,
+            log_path=lambda: self._log_path("install"),
+        )
+
+    # -- start ---------------------------------------------------------------------------------
+    async def _can_reuse(self, kind: Kind, config: str | None, changed: set[str] | None, installed: bool) -> bool:
+        server = self._server
+        if server is None or not server.alive or self._url is None or kind != self._kind or installed:
+            return False
+        if kind == "npm":
+            if config != self._config or any(is_config_path(p) for p in changed or ()):
+                return False
+        return await _answers(self._url, timeout_s=5.0) is True
+
+    async def _start(self, kind: Kind, package: dict[str, Any], config: str | None) -> dict[str, Any]:
+        port = free_port()
+        if kind == "static":
+            argv = [
+                sys.executable,
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                str(port),
+                "--directory",
+                str(self.workspace),
+            ]
+            extra: dict[str, str] = {}
+        else:
+            command = start_command(package, port, self.workspace)
+            assert command is not None
+            argv, extra = command
+        log_path = self._log_path("server")
+        try:
+            server = ManagedProcess.start(
+                argv, cwd=self.workspace, log_path=log_path, env=scrubbed_env(extra), registry=self.registry
+            )
+        except OSError as exc:
+            return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
+        self._server, self._kind, self._config = server, kind, config
+        self._vite = kind == "npm" and runs_vite(package)
+        self._compiled = set()
+        script = start_script(package)
+        shown = f"npm run {script[0]}" if kind == "npm" and script else "the static file server"
+        url, stage, error = await self._wait_http(server, port, shown)
+        tail = server.log_tail(40)
+        if url is None:
+            await self.stop()
+            return {"ok": False, "stage": stage, "error": error, "log_tail": tail}
+        self._url = url
+        return {"ok": True, "stage": "ok", "url": url, "server_pid": server.pid, "log_tail": tail}
+
+    async def _wait_http(self, server: ManagedProcess, port: int, shown: str) -> tuple[str | None, Stage, str | None]:
+        """Poll every ~100 ms until some candidate URL answers 200-399, the server dies, or the deadline."""
+        deadline = time.monotonic() + self.start_timeout_s
+        own = f"http://127.0.0.1:{port}/"
+        bad: tuple[str, int] | None = None
+        bad_since: float | None = None
+        async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
+            while True:
+                log = read_tail(server.log_path, lines=200)
+                for url in [own, *(u for u in printed_urls(log) if f":{port}/" not in u)]:
+                    remaining = deadline - time.monotonic()
+                    status = await _answers(url, timeout_s=max(0.5, min(10.0, remaining)), client=client)
+                    if status is True:
+                        return url, "ok", None
+                    if isinstance(status, int):
+                        bad = (url, status)
+                        bad_since = bad_since or time.monotonic()
+                if not server.alive:
+                    code = server.returncode
+                    log = read_tail(server.log_path, lines=400)
+                    return (
+                        None,
+                        "start",
+                        explain(f"`{shown}` exited with code {code} before the site answered HTTP.", log),
+                    )
+                now = time.monotonic()
+                if bad is not None and bad_since is not None and now - bad_since >= _BAD_STATUS_GRACE_S:
+                    return (
+                        None,
+                        "http",
+                        explain(
+                            f"The server runs but {bad[0]} answers HTTP {bad[1]} instead of a page "
+                            "(is index.html missing, or is the entry path wrong?).",
+                            read_tail(server.log_path, lines=400),
+                        ),
+                    )
+                if now >= deadline:
+                    headline = (
+                        f"The server runs but {bad[0]} answered HTTP {bad[1]} until the {self.start_timeout_s:g} s deadline."
+                        if bad
+                        else f"`{shown}` did not answer HTTP on port {port} within {self.start_timeout_s:g} s "
+                        "(it must listen on the PORT it is given, e.g. vite --port)."
+                    )
+                    return None, "http" if bad else "start", explain(headline, read_tail(server.log_path, lines=400))
+                await asyncio.sleep(min(_POLL_S, max(0.0, deadline - now)))
+
+    async def stop(self) -> None:
+        """Kill the server's whole process group (safe to call when nothing runs)."""
+        server, self._server, self._url = self._server, None, None
+        if server is not None:
+            await server.stop()
+
+
+async def _answers(url: str, *, timeout_s: float, client: httpx.AsyncClient | None = None) -> bool | int | None:
+    """True for HTTP 200-399, the status for other answers, None when nothing answered."""
+    timeout = httpx.Timeout(timeout_s, connect=min(1.0, timeout_s))
+    try:
+        if client is None:
+            async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as own:
+                response = await own.get(url, timeout=timeout)
+        else:
+            response = await client.get(url, timeout=timeout)
+    except httpx.HTTPError:
+        return None
+    return True if 200 <= response.status_code < 400 else response.status_code
