@@ -14,7 +14,14 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
 from webgen_agent.core.views import TestInstruction
 from webgen_agent.nodes import prompts
-from webgen_agent.tools.gui_agent import BROWSER_USE_MODULES, GuiAction, GuiRun, import_browser_use
+from webgen_agent.tools.gui_agent import (
+    BROWSER_USE_MODULES,
+    GuiAction,
+    GuiRun,
+    UnsupportedBrowserUse,
+    check_browser_use_version,
+    import_browser_use,
+)
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
@@ -31,8 +38,13 @@ def warm_gui_agent() -> None:
     """Import browser-use in a worker thread now, not at the first GUI test (about 3 s, once per process).
 
     Safe to import early: ``import_browser_use`` switches browser-use's telemetry, version check and
-    log handlers off before the import, and applies this project's patches after it.
+    log handlers off before the import, and applies this project's patches after it. Nothing is
+    warmed for an unsupported browser-use: the GUI test reports that itself.
     """
+    try:
+        check_browser_use_version()
+    except UnsupportedBrowserUse:
+        return
     if not all(name in sys.modules for name in BROWSER_USE_MODULES):
         asyncio.get_running_loop().run_in_executor(None, import_browser_use)
 

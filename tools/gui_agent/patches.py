@@ -56,16 +56,20 @@ class UnsupportedBrowserUse(RuntimeError):
 
 def check_browser_use_version(installed: str | None = None) -> None:
     """Raise ``UnsupportedBrowserUse`` unless browser-use ``PINNED_BROWSER_USE`` is installed."""
-    if installed is None:
-        try:
-            installed = importlib.metadata.version("browser-use")
-        except importlib.metadata.PackageNotFoundError:
-            installed = "none"
+    installed = installed or _installed_browser_use()
     if installed != PINNED_BROWSER_USE:
         raise UnsupportedBrowserUse(
             f"browser-use {installed} is installed, but the GUI agent supports only browser-use "
             f"{PINNED_BROWSER_USE} (pip install browser-use=={PINNED_BROWSER_USE})"
         )
+
+
+@functools.cache
+def _installed_browser_use() -> str:
+    try:
+        return importlib.metadata.version("browser-use")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def configure_browser_use_env() -> None:
