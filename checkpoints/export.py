@@ -13,13 +13,14 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
-from webgen_agent.checkpoints.rewards import advantages, group_stats, scored_step, step_reward
+from webgen_agent.checkpoints.rewards import PoolEntry, advantages, group_stats, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
@@ -58,6 +59,30 @@ class Trajectory:
     @property
     def steps(self) -> list[Step]:
         return self.values.get("steps") or []
+
+    @property
+    def profile(self) -> str:
+        """The rules the run followed (runs from before profiles existed followed the default)."""
+        return str(self.values.get("profile") or "default")
+
+    @cached_property
+    def pool(self) -> list[PoolEntry]:
+        """The trajectory's reward pool under its profile's rules."""
+        return reward_pool(self.steps, self.profile)
+
+    @cached_property
+    def entry_of(self) -> dict[int, int]:
+        """Step index -> the pool entry whose reward covers its tokens (a step may be in none)."""
+        return {index: n for n, entry in enumerate(self.pool) for index in entry.steps}
+
+    def entry(self, step: Step) -> PoolEntry | None:
+        n = self.entry_of.get(step["index"])
+        return None if n is None else self.pool[n]
+
+    def reward(self, step: Step) -> float:
+        """The reward credited to a step: its pool entry's (0 when no entry covers it)."""
+        entry = self.entry(step)
+        return entry.reward if entry is not None else 0.0
 
     @property
     def chosen_step(self) -> int | None:
@@ -174,28 +199,27 @@ def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
     return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
 
 
-StepKey = tuple[str, int]  # (trajectory id, step index)
+EntryKey = tuple[str, int]  # (trajectory id, pool entry)
 
 
 @dataclass(frozen=True)
 class GroupRewards:
-    """Every step reward of every trajectory of each group (the R of the advantage formula)."""
+    """Every pool entry's reward of every trajectory of each group (the R of the advantage formula)."""
 
     rewards: dict[str, list[float]]
-    advantage: dict[StepKey, float]
+    advantage: dict[EntryKey, float]
     trajectories: dict[str, int]
 
     @classmethod
     def of(cls, trajectories: Sequence[Trajectory]) -> GroupRewards:
         rewards: dict[str, list[float]] = defaultdict(list)
-        keys: dict[str, list[StepKey]] = defaultdict(list)
+        keys: dict[str, list[EntryKey]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
         for trajectory in trajectories:
             counts[trajectory.group_id] += 1
-            steps = trajectory.steps
-            for step in steps:
-                keys[trajectory.group_id].append((trajectory.trajectory_id, step["index"]))
-                rewards[trajectory.group_id].append(step_reward(step, steps))
+            for n, entry in enumerate(trajectory.pool):
+                keys[trajectory.group_id].append((trajectory.trajectory_id, n))
+                rewards[trajectory.group_id].append(entry.reward)
         advantage = {
             key: value for group in rewards for key, value in zip(keys[group], advantages(rewards[group]), strict=True)
         }
@@ -215,17 +239,18 @@ def arrow_friendly_order(items: Sequence[T], *, complete: Callable[[T], bool]) -
 
 
 def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[StepGrpoRecord]:
-    """One record per coder step, advantages normalised over the step rewards of the whole group."""
-    pairs = [(t, step) for t in trajectories for step in t.steps]
+    """One record per coder step covered by a pool entry; its reward and advantage are the entry's,
+    normalised over the entries of the whole group."""
+    pairs = [(t, step) for t in trajectories for step in t.steps if step["index"] in t.entry_of]
     texts.prefetch_prompts(step["prompt"] for _, step in pairs)
     texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs")))
     groups = GroupRewards.of(trajectories)
     stats = {group: group_stats(rewards) for group, rewards in groups.rewards.items()}
     for trajectory, step in arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs"))):
-        steps = trajectory.steps
         group = trajectory.group_id
         mean, std = stats[group]
-        scored = scored_step(step, steps)
+        n = trajectory.entry_of[step["index"]]
+        entry = trajectory.pool[n]
         yield StepGrpoRecord(
             group_id=group,
             trajectory_id=trajectory.trajectory_id,
@@ -234,11 +259,13 @@ def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> I
             action=step["action"],
             prompt=texts.prompt(step["prompt"]),
             completion=texts.text(step["completion"]),
-            screenshot_score=int(scored["screenshot_score"]),
-            gui_score=int(scored["gui_score"]),
-            scored_step=scored["index"],
-            reward=step_reward(step, steps),
-            advantage=groups.advantage[(trajectory.trajectory_id, step["index"])],
+            screenshot_score=entry.screenshot_score,
+            gui_score=entry.gui_score,
+            scored_step=entry.scored_step,
+            pool_entry=n,
+            profile=trajectory.profile,
+            reward=entry.reward,
+            advantage=groups.advantage[(trajectory.trajectory_id, n)],
             group_mean=mean,
             group_std=std,
             group_size=len(groups.rewards[group]),
@@ -265,11 +292,10 @@ def sft_records(
     texts.prefetch_prompts(step["prompt"] for _, step in finals)
     texts.prefetch(step["completion"] for _, step in finals)
     for trajectory, step in finals:
-        steps = trajectory.steps
-        reward = step_reward(step, steps)
+        reward = trajectory.reward(step)
         if min_score is not None and reward < min_score:
             continue
-        scored = scored_step(step, steps)
+        entry = trajectory.entry(step)
         answer = ChatMessage(role="assistant", content=texts.text(step["completion"]))
         yield SftRecord(
             messages=[*texts.prompt(step["prompt"]), answer],
@@ -277,8 +303,8 @@ def sft_records(
             trajectory_id=trajectory.trajectory_id,
             step=step["index"],
             reward=reward,
-            screenshot_score=int(scored["screenshot_score"]),
-            gui_score=int(scored["gui_score"]),
+            screenshot_score=entry.screenshot_score if entry is not None else 0,
+            gui_score=entry.gui_score if entry is not None else 0,
         )
 
 
@@ -299,7 +325,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
         if after is None:
             continue  # the step budget ran out after the critique: no refinement to credit
         critique = Critique.model_validate(texts.json(critique_hash))
-        before_reward, after_reward = step_reward(step, steps), step_reward(after, steps)
+        before_reward, after_reward = trajectory.reward(step), trajectory.reward(after)
         records.append(
             CriticRecord(
                 group_id=trajectory.group_id,
@@ -321,18 +347,21 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
 def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecord]:
     for trajectory in trajectories:
         steps = trajectory.steps
-        scored = [scored_step(s, steps) for s in steps]
+        entries = [trajectory.entry(s) for s in steps]
         chosen = trajectory.chosen_step
         yield RewardsRecord(
             group_id=trajectory.group_id,
             trajectory_id=trajectory.trajectory_id,
             status=trajectory.run.status,
+            profile=trajectory.profile,
             chosen_step=-1 if chosen is None else chosen,
             steps=[s["index"] for s in steps],
-            rewards=[step_reward(s, steps) for s in steps],
-            screenshot_scores=[int(s["screenshot_score"]) for s in scored],
-            gui_scores=[int(s["gui_score"]) for s in scored],
+            rewards=[trajectory.reward(s) for s in steps],
+            screenshot_scores=[e.screenshot_score if e is not None else 0 for e in entries],
+            gui_scores=[e.gui_score if e is not None else 0 for e in entries],
             format_ok=[bool(s["format_ok"]) for s in steps],
+            pool_rewards=[e.reward for e in trajectory.pool],
+            pool_steps=[list(e.steps) for e in trajectory.pool],
         )
 
 

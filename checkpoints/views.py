@@ -50,11 +50,15 @@ class StepGrpoRecord(BaseModel):
     scored_step: int = Field(
         description="The step whose scores give the reward: itself, or for a control word the code edit it refers to."
     )
+    pool_entry: int = Field(
+        description="The trajectory's reward-pool entry whose reward and advantage cover this step's tokens."
+    )
+    profile: str = Field(description="The rules the run followed: upstream or default (how its pool was built).")
     reward: float = Field(description="screenshot_score + gui_score (0-10); -1 for a malformed reply.")
     advantage: float = Field(description="(reward - group_mean) / (group_std + 1e-6).")
-    group_mean: float = Field(description="Mean reward of every exported step of every trajectory of the group.")
+    group_mean: float = Field(description="Mean reward of every pool entry of every trajectory of the group.")
     group_std: float = Field(description="Sample standard deviation (ddof=1) of those rewards; 1 for a one-step group.")
-    group_size: int = Field(description="Number of steps the group statistics cover.")
+    group_size: int = Field(description="Number of pool entries the group statistics cover.")
     group_trajectories: int = Field(description="Number of trajectories in the group.")
     format_ok: bool = Field(description="The reply followed the edit format.")
     model: str = Field(description="Model name the endpoint reported.")
@@ -102,12 +106,17 @@ class RewardsRecord(BaseModel):
     group_id: str = Field(description="Instruction id.")
     trajectory_id: str = Field(description="Run id.")
     status: str = Field(description="Run status: finished, failed or interrupted.")
+    profile: str = Field(description="The rules the run followed: upstream or default.")
     chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
     steps: list[int] = Field(description="Step indices, in order.")
-    rewards: list[float] = Field(description="Reward of each step (same order).")
-    screenshot_scores: list[int] = Field(description="Screenshot grade credited to each step.")
-    gui_scores: list[int] = Field(description="GUI-test grade credited to each step.")
+    rewards: list[float] = Field(description="Reward credited to each step: its pool entry's (same order).")
+    screenshot_scores: list[int] = Field(description="Screenshot grade of each step's pool entry.")
+    gui_scores: list[int] = Field(description="GUI-test grade of each step's pool entry.")
     format_ok: list[bool] = Field(description="Whether each reply followed the edit format.")
+    pool_rewards: list[float] = Field(
+        description="The trajectory's reward pool (the R Step-GRPO normalises): one reward per entry."
+    )
+    pool_steps: list[list[int]] = Field(description="For each pool entry, the steps whose tokens it covers.")
 
 
 class ExportReport(BaseModel):

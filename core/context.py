@@ -19,6 +19,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 Role = Literal["coder", "vlm", "feedback"]
 ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 CriticMode = Literal["template", "llm"]
+# Which rules a run follows: "upstream" reproduces WebGen-Agent step for step, "default" is this
+# project's (docs/fidelity.md lists every difference).
+Profile = Literal["upstream", "default"]
+PROFILES: tuple[Profile, ...] = ("upstream", "default")
+# WebGen-Agent's capture and GUI-agent window.
+UPSTREAM_VIEWPORT = (1024, 768)
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
 DEFAULT_RUNS_DIR = Path("webgen-runs")
@@ -61,14 +67,27 @@ class AgentContext(BaseModel):
     critic: CriticMode = Field(default="template", description="template (upstream) or llm (WebLoop).")
     gui_max_actions: int = Field(default=15, ge=1, description="GUI agent action budget.")
     allow_shell: bool = Field(default=False, description="Run shell actions the coder writes.")
-    viewport_width: int = Field(default=1280, ge=320)
-    viewport_height: int = Field(default=800, ge=240)
+    profile: Profile = Field(
+        default="default",
+        description="upstream: WebGen-Agent's rules, step for step; default: this project's (docs/fidelity.md).",
+    )
+    viewport_width: int = Field(default=1280, ge=320, description="Capture and GUI-agent window (upstream: 1024).")
+    viewport_height: int = Field(default=800, ge=240, description="Capture and GUI-agent window (upstream: 768).")
     install_timeout_s: float = Field(default=300.0, description="npm install deadline.")
     start_timeout_s: float = Field(default=60.0, description="Dev server must answer HTTP by then.")
     page_timeout_s: float = Field(default=20.0, description="Page load deadline for screenshots.")
     gui_timeout_s: float = Field(default=300.0, description="Whole GUI-test deadline.")
     chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")
     runs_dir: str = Field(default=str(DEFAULT_RUNS_DIR), description="Output folders go under here.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_viewport(cls, data: object) -> object:
+        """The upstream profile captures at WebGen-Agent's 1024x768 unless a viewport is given."""
+        if isinstance(data, dict) and data.get("profile") == "upstream":
+            width, height = UPSTREAM_VIEWPORT
+            data = {"viewport_width": width, "viewport_height": height, **data}
+        return data
 
 
 def find_chromium(explicit: str = "") -> str:

@@ -37,6 +37,11 @@ class Execution(TypedDict):
     start_s: float
     fresh_s: float  # confirming a kept dev server serves the edit
     capture_s: NotRequired[float]
+    # Upstream profile: blob hash of {"install": npm's output, "server": the server's log of this step},
+    # and WebGen-Agent's error signals: the word "error" in either.
+    logs: NotRequired[str]
+    install_error: NotRequired[bool]
+    start_error: NotRequired[bool]
 
 
 class Step(TypedDict):
@@ -72,6 +77,8 @@ class Step(TypedDict):
     suggestions: NotRequired[list[str]]
     gui_suggestions: NotRequired[list[str]]
     gui_run: NotRequired[str | None]  # blob hash of the GUI run record (actions, answer)
+    visible_error: NotRequired[str]  # upstream profile: an error the VLM read off the screenshot
+    gui_error: NotRequired[str]  # upstream profile: why the GUI test could not run
     critique: NotRequired[str | None]  # blob hash of the llm Critic's answer
     critic_prompt: NotRequired[str | None]  # blob hash of the JSON messages the llm Critic was sent
     feedback: NotRequired[str | None]  # blob hash of the message the next Refiner turn got
@@ -108,6 +115,8 @@ class StepUpdate(TypedDict, total=False):
     suggestions: list[str]
     gui_suggestions: list[str]
     gui_run: str | None
+    visible_error: str
+    gui_error: str
     critique: str | None
     critic_prompt: str | None
     feedback: str | None
@@ -189,3 +198,4 @@ class AgentState(TypedDict, total=False):
     status: Literal["running", "finished", "failed"]
     chosen_step: int | None
     site_dir: str | None
+    profile: Literal["upstream", "default"]  # the rules the run followed (exports read it)

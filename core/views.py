@@ -41,6 +41,36 @@ class GuiVerdict(BaseModel):
     suggestions: list[str] = Field(description="What to fix in the code, most important first.")
 
 
+class ScreenshotDescription(BaseModel):
+    """Upstream profile: the VLM's reading of a screenshot (errors, description, suggestions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    is_error: bool = Field(description="The screenshot shows a rendering or runtime error.")
+    error_message: str = Field(description="The visible error message(s); empty when there is none.")
+    screenshot_description: str = Field(description="Layout, components, colours, text; empty on an error.")
+    suggestions: str = Field(description="How to improve the appearance; empty when nothing needs it.")
+
+
+class ScreenshotGrade(BaseModel):
+    """Upstream profile: the VLM's 0-5 appearance grade of a screenshot."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    analysis: str = Field(description="A few sentences: strengths and weaknesses.")
+    grade: int = Field(ge=0, le=5, description="0 blank ... 5 excellent.")
+
+
+class GuiSummary(BaseModel):
+    """Upstream profile: the feedback model's summary of a GUI-agent run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool = Field(description="The run shows the website working as the instruction asks.")
+    suggestions: str = Field(description="Fixes for the problems the run revealed; empty when it passed.")
+    grade: int = Field(ge=1, le=5, description="1 nearly everything fails ... 5 everything works.")
+
+
 class RequirementCheck(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -10,8 +10,9 @@ from typing import Literal, Protocol
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, Profile
 from webgen_agent.core.state import AgentState
+from webgen_agent.nodes.profile import rules_for
 
 
 class RoutingError(RuntimeError):
@@ -25,6 +26,7 @@ class RoutingLimits(Protocol):
     error_limit: int
     backtrack: bool
     appearance_threshold: int
+    profile: Profile
 
 
 # Used only when a router runs outside a run (e.g. a state update from Studio without context).
@@ -62,9 +64,11 @@ def route_after_coder(
         return "finalize"
     if action == "screenshot_validated":
         if step["tests_step"] is None:
-            raise RoutingError(f"control step {step['index']} names no code-edit step")
-        execution = state["steps"][step["tests_step"]].get("execution")
-        return "gui_tester" if execution and execution["ok"] else "critic"
+            return "backtrack" if _should_backtrack(state, context) else "critic"  # nothing to test yet
+        if rules_for(context.profile).judging == "upstream":
+            return "gui_tester"  # upstream starts the site again for every GUI test
+        tested = state["steps"][step["tests_step"]]
+        return "gui_tester" if (tested.get("execution") or {}).get("ok") else "critic"
     if action == "malformed":
         return "backtrack" if _should_backtrack(state, context) else "critic"
     raise RoutingError(f"step {step.get('index')} has unknown action {action!r}")
@@ -80,6 +84,8 @@ def route_after_executor(
         raise RoutingError(f"step {step['index']} left the executor without an execution result")
     if execution.get("ok"):
         return "screenshot_judge"
+    if rules_for(context.profile).judging == "upstream" and step.get("screenshot"):
+        return "screenshot_judge"  # upstream grades every captured screenshot, errors or not
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
@@ -88,20 +94,24 @@ def route_after_judge(
 ) -> Literal["gui_tester", "critic", "backtrack"]:
     context = limits_of(runtime)
     step = state["steps"][state["current"]]
-    if step["screenshot_score"] >= context.appearance_threshold:
+    if rules_for(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_gui(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["finalize", "critic"]:
+def route_after_gui(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["finalize", "critic", "backtrack"]:
     context = limits_of(runtime)
     edit_step = state.get("edit_step")
     if edit_step is None:
         raise RoutingError("a GUI test ended with no code-edit step under test")
     tested = state["steps"][edit_step]
-    if tested["gui_passed"] and tested["screenshot_score"] >= context.appearance_threshold:
-        return "finalize"
-    return "critic"
+    rules = rules_for(context.profile)
+    if rules.finish_on_gui_pass:
+        if tested["gui_passed"] and tested["screenshot_score"] >= context.appearance_threshold:
+            return "finalize"
+        return "critic"
+    # Upstream: only the coder's finish ends the run; an errored GUI step counts toward a backtrack.
+    return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
 def route_after_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["refiner", "finalize"]:

@@ -12,8 +12,9 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, node, store
-from webgen_agent.nodes.feedback import results_text, template_feedback
-from webgen_agent.nodes.selection import best_good_step
+from webgen_agent.nodes.feedback import results_text, template_feedback, upstream_step_feedback
+from webgen_agent.nodes.profile import rules_for
+from webgen_agent.nodes.selection import best_good_step, step_files
 
 
 @node
@@ -21,7 +22,8 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     blobs = store()
     count = state.get("consecutive_errors", 0)
     after = state["current"]
-    target = best_good_step(state["steps"])
+    selection = rules_for(runtime.context.profile).selection
+    target = best_good_step(state["steps"], selection)
     if target is None:
         return {
             "messages": [],
@@ -43,18 +45,22 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         *blobs.get_json(target["prompt"]),
         {"role": "assistant", "hash": target["completion"]},
     ]
-    note = prompts.BACKTRACK_NOTE.format(
-        count=count,
-        target=target["index"],
-        screenshot=target["screenshot_score"],
-        gui=target["gui_score"],
-    )
-    results, focus = results_text(target, None)
-    feedback = blobs.put_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
+    if selection == "upstream":
+        # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
+        feedback = target.get("feedback") or blobs.put_text(upstream_step_feedback(state, target))
+    else:
+        note = prompts.BACKTRACK_NOTE.format(
+            count=count,
+            target=target["index"],
+            screenshot=target["screenshot_score"],
+            gui=target["gui_score"],
+        )
+        results, focus = results_text(target, None)
+        feedback = blobs.put_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
     return {
         "messages": conversation,
-        "files": target["files"],
-        "edit_step": target["index"],
+        "files": step_files(target, state["steps"]),
+        "edit_step": target["index"] if target["action"] == "edit" else target["tests_step"],
         "consecutive_errors": 0,
         "feedback": feedback,
         "events": [

@@ -9,6 +9,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, ChatRef, Step
 from webgen_agent.nodes.common import Update, store, usage_record
+from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import complete
 
@@ -32,15 +33,18 @@ async def coder_turn(
 ) -> Update:
     """Ask the coder with ``conversation`` and record the reply as a new step."""
     completion = await complete(runtime.context.coder, "coder", load_messages(conversation))
-    parsed = parse_reply(completion.text)
+    rules = rules_for(runtime.context.profile)
+    parsed = parse_reply(completion.text, rules.replies)
     index = len(state.get("steps") or [])
     action = parsed.kind
     tests_step = None
     problems = list(parsed.problems)
+    premature = False
     if action in ("screenshot_validated", "finish"):
         # A control word refers to the latest code edit on this branch.
         tests_step = state.get("edit_step")
-        if tests_step is None:
+        premature = tests_step is None
+        if premature and rules.replies == "default":
             action = "malformed"
             problems.append(f"There is no website yet, so '{parsed.kind}' is premature: write the project first.")
     answer = chat_ref("assistant", completion.text)
@@ -59,11 +63,19 @@ async def coder_turn(
         "screenshot_score": 0,
         "gui_score": 0,
         "gui_passed": None,
-        "errored": action == "malformed",
+        # Upstream: a signal with no website to test is an errored step (its GUI test cannot run).
+        "errored": action == "malformed" or (premature and action == "screenshot_validated"),
         "timings": {},
         "model": completion.model,
         "tokens": {node_name: usage_record(completion.usage)},
     }
+    if rules.selection == "upstream" and tests_step is not None:
+        # Upstream keeps the grades of the last edit (and its GUI test) on every later control step,
+        # and a step whose screenshot grade is 2 or less is errored; the GUI test re-grades its own step.
+        tested = state["steps"][tests_step]
+        step["screenshot_score"] = tested["screenshot_score"]
+        step["gui_score"] = tested["gui_score"]
+        step["errored"] = action == "finish" and tested["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
     if completion.logprobs is not None:
         step["logprobs"] = store().put_json(completion.logprobs)
     update: Update = {
@@ -73,6 +85,6 @@ async def coder_turn(
         "feedback": None,
         "_message": f"step {index}: {step['summary']}",
     }
-    if action == "malformed":
+    if step["errored"]:
         update["consecutive_errors"] = state.get("consecutive_errors", 0) + 1
     return update

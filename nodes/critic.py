@@ -1,7 +1,9 @@
 """Critic: turns the step's results into the message the Refiner sees.
 
-``template`` formats the results deterministically, like upstream; ``llm`` asks the feedback model
-for a requirement-by-requirement diagnosis and repair plan (WebLoop) and appends it.
+``template`` formats the results deterministically: in the default profile this project's
+results with grades, in the upstream profile WebGen-Agent's feedback (``upstream_feedback``, no
+grades); ``llm`` asks the feedback model for a requirement-by-requirement diagnosis and repair plan
+(WebLoop) and appends it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
-from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback
+from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.tools.models import ask_structured
 
 
@@ -32,6 +35,12 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             patch["critique"] = store().put_json(answer.value.model_dump())
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
-    feedback = store().put_text(template_feedback(state["requirement"], results, focus))
+    if rules_for(runtime.context.profile).feedback == "upstream":
+        text = upstream_step_feedback(state, step)
+        if patch.get("critique"):
+            text = f"{text}\n\n{format_critique(Critique.model_validate(store().get_json(patch['critique'])))}"
+    else:
+        text = template_feedback(state["requirement"], results, focus)
+    feedback = store().put_text(text)
     patch["feedback"] = feedback
     return {"feedback": feedback, "steps": [patch], "_message": focus}

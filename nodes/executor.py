@@ -21,10 +21,14 @@ from webgen_agent.nodes.common import (
     prepared_workspace,
     workspace_dir,
 )
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
+from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.site import ExecutionResult, run_shell
 from webgen_agent.tools.workspace import apply_files
+
+MAX_LOG_BYTES = 200_000  # of the server's log kept for the upstream profile's feedback
 
 
 def _relative(raw_path: str) -> str:
@@ -34,6 +38,23 @@ def _relative(raw_path: str) -> str:
 
 def _diff(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+
+
+def server_log_mark(server: ManagedProcess | None) -> tuple[Path, int] | None:
+    """Where the dev server's log ends now, to read what this step adds to it."""
+    if server is None or not server.log_path.is_file():
+        return None
+    return server.log_path, server.log_path.stat().st_size
+
+
+def server_log_since(server: ManagedProcess | None, mark: tuple[Path, int] | None) -> str:
+    """The server's log written since ``mark`` (all of it when the server was started anew)."""
+    if server is None or not server.log_path.is_file():
+        return ""
+    offset = mark[1] if mark is not None and mark[0] == server.log_path else 0
+    with server.log_path.open("rb") as handle:
+        handle.seek(offset)
+        return handle.read(MAX_LOG_BYTES).decode("utf-8", "replace").replace("\x00", "")
 
 
 def files_on_disk(blobs: BlobStore, workspace: Path) -> dict[str, str]:
@@ -72,7 +93,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     resources = get_resources()
     blobs = resources.store
     step = current_step(state)
-    parsed = parse_reply(blobs.get_text(step["completion"]))
+    parsed = parse_reply(blobs.get_text(step["completion"]), rules_for(context.profile).replies)
     files_before = state.get("files")
     before = blobs.manifest(files_before) if files_before else {}
     site = resources.site(workspace_dir(state), context)
@@ -101,6 +122,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
 
     # The server's view: what differs from the files it last served (a restore included), not the
     # step's diff against its parent.
+    rules = rules_for(context.profile)
+    log_mark = server_log_mark(site.server)
     result = await site.ensure_running(_diff(disk_before, after), served_before=served_before)
     execution = execution_record(result)
     patch: StepUpdate = {
@@ -110,7 +133,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         "problems": problems,
         "execution": execution,
     }
-    if result.ok and result.url:
+    # Upstream screenshots whatever answers at the URL, also an error page.
+    if result.url and (result.ok or rules.judging == "upstream"):
         browser = await resources.browser(context)
         capture = await browser.capture(
             result.url,
@@ -133,6 +157,17 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if render_error:
             execution.update({"ok": False, "stage": "render", "error": render_error})
     errored = not execution["ok"]
+    if rules.judging == "upstream":
+        # WebGen-Agent's signals: the word "error" in npm's output or the server's log; no screenshot.
+        logs = {"install": result.log_tail, "server": server_log_since(site.server, log_mark)}
+        execution["logs"] = blobs.put_json(logs)
+        execution["install_error"] = "error" in logs["install"].lower()
+        execution["start_error"] = "error" in logs["server"].lower()
+        if patch.get("screenshot"):
+            # The Screenshot-Judge grades it and decides whether the step errored.
+            patch["errored"] = execution["install_error"] or execution["start_error"]
+            return {"files": files, "edit_step": step["index"], "steps": [patch], "_message": "captured"}
+        errored = True
     patch["errored"] = errored
     return {
         "files": files,

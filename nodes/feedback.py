@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from webgen_agent.core.state import Step
+from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
+from webgen_agent.nodes.resources import get_resources
 
 
 def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
@@ -59,3 +60,96 @@ def format_critique(critique: Critique) -> str:
     checks = "\n".join(f"- [{c.status}] {c.requirement}: {c.evidence}" for c in critique.checks)
     plan = "\n".join(f"{n}. {item}" for n, item in enumerate(critique.plan, 1))
     return f"Requirement check:\n{checks}\n\nDiagnosis: {critique.diagnosis}\n\nRepair plan:\n{plan}"
+
+
+def _clipped_log(text: str, *, lines: int = 50, chars: int = 5000) -> str:
+    """A long log cut the way WebGen-Agent cuts it: its first and last lines, then its first and last characters."""
+    rows = text.replace("\x00", "").split("\n")
+    if len(rows) > 10 * lines:
+        rows = [*rows[:lines], "......\n[Truncated]\n......", *rows[-lines:]]
+    text = "\n".join(rows)
+    if len(text) > 10 * chars:
+        return (
+            f"{text[:chars]}\n......\n[Truncated]\n......\n{text[-chars:]}".strip()
+            + "\n\n...... [Output Too Long, Truncated]"
+        )
+    return text.strip()
+
+
+def upstream_feedback(requirement: str, step: Step, tested: Step | None, logs: dict[str, str]) -> str:
+    """WebGen-Agent's feedback after a code edit or a GUI test, in this project's words.
+
+    In order: the install line, the start line, then the screenshot's error, description and
+    suggestions (after an edit) or the GUI test's outcome (after screenshot_validated); then what
+    failed and the request to fix it, or the request to send the next signal; then the
+    instruction and the whole-files reminder. No grade is ever shown.
+    """
+    say = prompts.UPSTREAM_FEEDBACK
+    gui = step["action"] == "screenshot_validated"
+    source = tested if gui else step  # the edit whose run the install and start lines describe
+    execution = source.get("execution") if source is not None else None
+    parts: list[str] = []
+    closing: list[str] = []
+    stages: list[str] = []
+    if execution is not None and execution.get("install_error"):
+        parts.append(f"{say['install_failed']}\n\n> npm install\n{logs.get('install', '')}")
+        closing.append(say["command_failed"].format(command="npm install"))
+        stages.append("dependency installation")
+    else:
+        parts.append(say["install_ok"])
+    if execution is not None and execution.get("start_error"):
+        parts.append(f"{say['start_failed']}\n\n{_clipped_log(logs.get('server', ''))}")
+        closing.append(say["service_failed"])
+        stages.append("service starting")
+    else:
+        parts.append(say["start_ok"])
+    if gui:
+        error = step.get("gui_error") or ("" if tested is not None else "there is no website to test yet")
+        if error:
+            parts.append(f"{say['gui_error']}\n\nError: {error}")
+            stages.append("GUI agent navigation")
+        elif step["gui_passed"] is None:
+            parts.append(say["no_gui_summary"])
+            stages.append("GUI agent trajectory collection")
+        elif step.get("gui_suggestions"):
+            parts.append(f"{say['gui_suggestions']}\n\n" + "\n".join(step.get("gui_suggestions") or []))
+        else:
+            parts.append(say["gui_ok"])
+    elif not step.get("screenshot"):
+        why = (execution["error"] if execution is not None else None) or "the website never answered"
+        parts.append(f"{say['no_screenshot']}\n\nError: {why}")
+        stages.append("screenshot collection")
+    else:
+        visible_error, description = step.get("visible_error", ""), step.get("description", "")
+        suggestions = "\n".join(step.get("suggestions") or [])
+        if visible_error:
+            parts.append(f"{say['visible_error']}\n\n{visible_error}")
+            stages.append("screenshot")
+        if description:
+            parts.append(f"{say['description']}\n\n{description}")
+        if suggestions:
+            parts.append(f"{say['suggestions']}\n\n{suggestions}")
+        if not (visible_error or description or suggestions):
+            parts.append(say["no_description"])
+            stages.append("screenshot description")
+    if stages:
+        closing.append(say["fix"].format(stages=", ".join(stages)))
+    else:
+        closing.append(say["ask_finish"] if gui else say["ask_validated"])
+    return (
+        "\n\n".join(parts)
+        + "\n\n"
+        + "\n".join(closing)
+        + f"\n\n{say['instruction']}\n\n{requirement.strip()}\n\n{say['reminder']}"
+    )
+
+
+def upstream_step_feedback(state: AgentState, step: Step) -> str:
+    """``upstream_feedback`` for a step of the run, its logs read from the store."""
+    tests_step = step["tests_step"]
+    tested = state["steps"][tests_step] if tests_step is not None else None
+    source = tested if step["action"] == "screenshot_validated" else step
+    execution = source.get("execution") if source is not None else None
+    logs_hash = execution.get("logs") if execution is not None else None
+    logs = get_resources().store.get_json(logs_hash) if logs_hash else {}
+    return upstream_feedback(state["requirement"], step, tested, logs)

@@ -10,8 +10,9 @@ from webgen_agent.checkpoints.outputs import write_run_outputs
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
 from webgen_agent.nodes.common import Update, node, workspace_dir
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.nodes.selection import best_step, code_steps
+from webgen_agent.nodes.selection import best_step, code_steps, step_files
 
 
 @node
@@ -21,7 +22,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
     steps = state.get("steps", [])
     if runtime.context.select_best:
-        chosen = best_step(steps)
+        chosen = best_step(steps, rules_for(runtime.context.profile).selection)
     else:
         edits = code_steps(steps)
         chosen = edits[-1] if edits else None
@@ -29,7 +30,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     site_dir = out_dir / "site"
     await resources.stop_site(workspace_dir(state))
     if chosen is not None:
-        resources.store.materialize(chosen["files"], site_dir)
+        resources.store.materialize(step_files(chosen, steps), site_dir)
     update: Update = {
         "status": "finished",
         "chosen_step": chosen["index"] if chosen else None,

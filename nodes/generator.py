@@ -16,10 +16,10 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
-from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
 from webgen_agent.nodes.common import Update, node, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 
 
@@ -38,9 +38,10 @@ def run_identity(state: AgentState, context: AgentContext) -> Update:
 
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    rules = rules_for(runtime.context.profile)
     conversation = [
-        chat_ref("system", prompts.CODER_SYSTEM),
-        chat_ref("user", prompts.generator_user(state["requirement"])),
+        chat_ref("system", rules.coder_system),
+        chat_ref("user", rules.first_user(state["requirement"])),
     ]
     get_resources().warm_browser(runtime.context)  # ready by the first capture
     warm_gui_agent()
@@ -61,5 +62,6 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
     update["files"] = None
+    update["profile"] = rules.name
     update.update(run_identity(state, runtime.context))
     return update

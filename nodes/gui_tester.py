@@ -10,11 +10,17 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
-from webgen_agent.core.state import AgentState, StepUpdate
+from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
-from webgen_agent.nodes.gui_testing import verdict_messages, write_test_instruction
+from webgen_agent.nodes.gui_testing import (
+    UpstreamGuiResult,
+    upstream_gui_result,
+    verdict_messages,
+    write_test_instruction,
+)
+from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
@@ -60,22 +66,22 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             prepared=prepared,  # opened while the screenshot was graded (closed by the run either way)
         )
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
+    if rules_for(context.profile).judging == "upstream":
+        upstream = await upstream_gui_result(context, instruction, run)
+        update.update(upstream_update(state, step, target, upstream, _run_record(instruction, run), usage))
+        return update
     answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)
     usage = usage + answer.usage
     if answer.value is not None:
         passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
     else:
         passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
-    blobs = resources.store
-    record = run.model_dump(mode="json", exclude={"final_screenshot_png"})
-    if run.final_screenshot_png:
-        record["final_screenshot"] = blobs.put(run.final_screenshot_png)
     results: StepUpdate = {
         "index": target["index"],
         "gui_score": score,
         "gui_passed": passed,
         "gui_suggestions": suggestions,
-        "gui_run": blobs.put_json({"instruction": instruction, **record}),
+        "gui_run": _run_record(instruction, run),
     }
     patches: list[StepUpdate] = [results]
     own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
@@ -93,3 +99,48 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     patches.append(own)
     update.update(steps=patches, _message=f"GUI {'passed' if passed else 'failed'} {score}/5")
     return update
+
+
+def _run_record(instruction: str, run: GuiRun) -> str:
+    """Blob hash of the GUI run (actions, answer, final screenshot) and its instruction."""
+    blobs = get_resources().store
+    record = run.model_dump(mode="json", exclude={"final_screenshot_png"})
+    if run.final_screenshot_png:
+        record["final_screenshot"] = blobs.put(run.final_screenshot_png)
+    return blobs.put_json({"instruction": instruction, **record})
+
+
+def upstream_update(
+    state: AgentState, step: Step, target: Step, result: UpstreamGuiResult, run_record: str, usage: Usage
+) -> Update:
+    """The upstream profile's record of a GUI test: the grade on the signal step (and its edit), errored
+    when the test could not run or be summarised, or the edit's screenshot grade is 2 or less."""
+    suggestions = [result.suggestions] if result.suggestions else []
+    found: StepUpdate = {
+        "index": target["index"],
+        "gui_score": result.score,
+        "gui_passed": result.passed,
+        "gui_suggestions": suggestions,
+        "gui_run": run_record,
+    }
+    execution = target.get("execution")
+    errored = (
+        bool(result.error)
+        or result.passed is None
+        or bool(execution and (execution.get("install_error") or execution.get("start_error")))
+        or target["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
+    )
+    own: StepUpdate = {
+        **found,
+        "index": step["index"],
+        "gui_error": result.error,
+        "screenshot_score": target["screenshot_score"],
+        "errored": errored,
+        "tokens": {"gui_tester": usage_record(usage + result.usage)},
+    }
+    verdict = f"GUI error: {result.error[:80]}" if result.error else f"GUI {result.score}/5"
+    return {
+        "steps": [found, own] if step["index"] != target["index"] else [own],
+        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else 0,
+        "_message": verdict,
+    }

@@ -10,10 +10,13 @@ import asyncio
 import base64
 import sys
 
+from pydantic import BaseModel, Field
+
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
-from webgen_agent.core.views import TestInstruction
+from webgen_agent.core.views import GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.tools.gui_agent import (
     BROWSER_USE_MODULES,
     GuiAction,
@@ -26,12 +29,13 @@ from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
 async def write_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage]:
-    messages = [{"role": "user", "content": prompts.test_instruction_user(requirement)}]
+    rules = rules_for(context.profile)
+    messages = [{"role": "user", "content": rules.test_instruction_user(requirement)}]
     answer = await ask_structured(context.feedback, "feedback", messages, TestInstruction)
     if answer.value is None:
         # Still test something useful: the requirement itself is a usable instruction.
-        return f"Check that the website does what this asks: {requirement}", answer.usage
-    return answer.value.instruction, answer.usage
+        return f"Check that the website does what this asks: {requirement}{rules.test_suffix}", answer.usage
+    return answer.value.instruction.strip() + rules.test_suffix, answer.usage
 
 
 def warm_gui_agent() -> None:
@@ -80,3 +84,37 @@ def verdict_messages(state: AgentState, instruction: str, run: GuiRun) -> list[d
         image = base64.b64encode(run.final_screenshot_png).decode("ascii")
         content.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}})
     return [{"role": "user", "content": content}]
+
+
+class UpstreamGuiResult(BaseModel):
+    """A GUI run summarised as WebGen-Agent does (upstream profile)."""
+
+    error: str = Field(default="", description="Why the GUI test could not run; empty when it ran.")
+    passed: bool | None = Field(default=None, description="None when the run could not be summarised.")
+    score: int = Field(default=0, description="The summary's grade 1-5; 0 when it ran into an error or no summary.")
+    suggestions: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
+async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiRun) -> UpstreamGuiResult:
+    """Summary by the feedback model from the instruction and what the agent did; a final answer
+    holding "YES" clears the suggestions (the test succeeded). A harness error grades 0."""
+    if run.stopped_reason == "error":
+        return UpstreamGuiResult(error="; ".join(run.errors) or "the GUI agent failed")
+    trajectory = [describe_action(action) for action in run.actions]
+    if run.final_answer:
+        trajectory.append(f"Final answer: {run.final_answer}")
+    messages = [
+        {"role": "system", "content": "You are a helpful agent."},
+        {"role": "user", "content": prompts.upstream_gui_summary_user(instruction, trajectory)},
+    ]
+    answer = await ask_structured(context.feedback, "feedback", messages, GuiSummary)
+    if answer.value is None:
+        return UpstreamGuiResult(usage=answer.usage)
+    said_yes = "YES" in (run.final_answer or "")
+    return UpstreamGuiResult(
+        passed=said_yes or answer.value.passed,
+        score=answer.value.grade,
+        suggestions="" if said_yes else answer.value.suggestions.strip(),
+        usage=answer.usage,
+    )

@@ -1,4 +1,9 @@
-"""Screenshot-Judge: one VLM call grades the landing page (description, score 1-5, suggestions)."""
+"""Screenshot-Judge: the VLM grades the landing page.
+
+Default profile: one call sees the requirement, the page's visible text and the screenshot and
+answers description, score 1-5 and suggestions. Upstream profile (WebGen-Agent): two calls that see
+the screenshot alone, one for visible errors, description and suggestions, one for a 0-5 grade.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,15 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, Step
-from webgen_agent.core.views import ScreenshotJudgement
+from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
+from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import ask_structured
 
-# A step whose screenshot is graded at or below this counts as errored (upstream rule).
-ERRORED_SCORE = 2
+# A step whose screenshot is graded at or below this counts as errored (as upstream).
+ERRORED_SCORE = UPSTREAM_ERRORED_SCORE
 # A grade still pending after this long: the GUI test's browser session is opened meanwhile.
 PREPARE_GUI_AFTER_S = 1.0
 
@@ -61,8 +67,65 @@ async def _prepare_gui_test_while_waiting(
         await resources.drop_gui_session(run_id)
 
 
+def screenshot_only_messages(text: str, png: bytes) -> list[dict]:
+    """The upstream profile's VLM request: one instruction and the screenshot, nothing else."""
+    image = base64.b64encode(png).decode("ascii")
+    return [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": text},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
+            ],
+        },
+    ]
+
+
+async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    """Description (with any visible error) and a 0-5 grade, from the screenshot alone."""
+    step = current_step(state)
+    png = store().get(step["screenshot"])
+    vlm = runtime.context.vlm
+    described, graded = await asyncio.gather(
+        ask_structured(
+            vlm, "vlm", screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png), ScreenshotDescription
+        ),
+        ask_structured(vlm, "vlm", screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png), ScreenshotGrade),
+    )
+    score = graded.value.grade if graded.value is not None else 0
+    reading = described.value
+    visible_error = reading.error_message.strip() if reading is not None else ""
+    description = reading.screenshot_description.strip() if reading is not None else ""
+    suggestions = [reading.suggestions.strip()] if reading is not None and reading.suggestions.strip() else []
+    execution = step.get("execution")
+    errored = (
+        bool(execution and (execution.get("install_error") or execution.get("start_error")))
+        or bool(visible_error)
+        or not (visible_error or description or suggestions)  # nothing came back
+        or score <= UPSTREAM_ERRORED_SCORE
+    )
+    return {
+        "steps": [
+            {
+                "index": step["index"],
+                "screenshot_score": score,
+                "description": description,
+                "suggestions": suggestions,
+                "visible_error": visible_error,
+                "errored": errored,
+                "tokens": {"screenshot_judge": usage_record(described.usage + graded.usage)},
+            }
+        ],
+        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else 0,
+        "_message": f"screenshot {score}/5",
+    }
+
+
 @node
 async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    if rules_for(runtime.context.profile).judging == "upstream":
+        return await upstream_judgement(state, runtime)
     step = current_step(state)
     blobs = store()
     page = blobs.get_json(step["page"]) if step.get("page") else {}

@@ -1,12 +1,21 @@
-"""Which step is best: the upstream ranking, used for backtracking and for the final choice."""
+"""Which step is best: WebGen-Agent's ranking, used for backtracking and for the final choice.
+
+Good steps (no error, screenshot grade >= 3) first, or every candidate when none is good; then
+the highest GUI grade, the highest screenshot grade, the latest step. The candidates differ by
+profile: the default profile ranks code edits (a GUI test's grade is credited to the edit it
+tested); the upstream profile ranks every step as WebGen-Agent does (a control step carries the
+grades of its edit and its own GUI test, and stands for its edit's files).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from webgen_agent.core.state import Step
 
 GOOD_SCREENSHOT = 3
+Selection = Literal["default", "upstream"]
 
 
 def is_good(step: Step) -> bool:
@@ -19,20 +28,34 @@ def code_steps(steps: Iterable[Step]) -> list[Step]:
     return [s for s in steps if s["action"] == "edit" and s.get("files")]
 
 
+def step_files(step: Step, steps: Sequence[Step]) -> str | None:
+    """The files a step stands for: its own snapshot, or for a control step its edit's."""
+    if step.get("files"):
+        return step.get("files")
+    tests_step = step["tests_step"]
+    return steps[tests_step].get("files") if tests_step is not None else None
+
+
+def candidates(steps: Iterable[Step], selection: Selection = "default") -> list[Step]:
+    steps = list(steps)
+    if selection == "upstream":
+        return [s for s in steps if s["action"] != "malformed" and step_files(s, steps)]
+    return code_steps(steps)
+
+
 def rank_key(step: Step) -> tuple[int, int, int]:
     """Higher is better: GUI score, then screenshot score, then the later step."""
     return (step["gui_score"], step["screenshot_score"], step["index"])
 
 
-def best_step(steps: Iterable[Step]) -> Step | None:
-    """Among good steps (all code steps if none is good): the highest by ``rank_key``."""
-    candidates = code_steps(steps)
-    good = [s for s in candidates if is_good(s)]
-    pool = good or candidates
-    return max(pool, key=rank_key) if pool else None
+def best_step(steps: Iterable[Step], selection: Selection = "default") -> Step | None:
+    """Among good steps (all candidates if none is good): the highest by ``rank_key``."""
+    pool = candidates(steps, selection)
+    good = [s for s in pool if is_good(s)]
+    return max(good or pool, key=rank_key) if pool else None
 
 
-def best_good_step(steps: Iterable[Step]) -> Step | None:
+def best_good_step(steps: Iterable[Step], selection: Selection = "default") -> Step | None:
     """The backtrack target: the best good step, or None when no step was good."""
-    good = [s for s in code_steps(steps) if is_good(s)]
+    good = [s for s in candidates(steps, selection) if is_good(s)]
     return max(good, key=rank_key) if good else None

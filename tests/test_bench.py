@@ -203,6 +203,9 @@ def bench_args(base_url: str, data: Path, out: Path, *extra: str) -> list[str]:
         "scripted-eval-feedback",
         "--eval-max-actions",
         "3",
+        # The stricter verdict rule, so that a run without a final answer is judged by the feedback model.
+        "--eval-verdict",
+        "strict",
         *extra,
     ]
 

@@ -94,6 +94,9 @@ def rollout_command(base: Path, base_url: str) -> list[str]:
         "--logprobs",
         "--name",
         "t",
+        # The scenario scripts the default profile's judge and verdict (rollout's default is upstream).
+        "--profile",
+        "default",
         "--out",
         str(base / "runs"),
         "--db",

@@ -1,10 +1,20 @@
 """Parser for the bolt-style edit format the WebGen-Agent / WebGen-LM coders write.
 
 A reply is one of: a code edit (``<boltArtifact>`` holding ``<boltAction type="file" filePath=...>``
-whole files and ``<boltAction type="shell">`` commands), the control word ``screenshot_validated``
-(run the GUI test on the current code) or ``finish``. Anything else is malformed, and the problems
-are written for the model to read. Hand-written with regular expressions because the format is
-XML-like but not XML (raw JSX, unescaped ``<`` and ``&`` inside file bodies).
+whole files and ``<boltAction type="shell">`` commands), a control signal ``screenshot_validated``
+(run the GUI test on the current code) or ``finish``, either as the bare word or as the tag
+``<boltAction type="finish"/>`` that models trained on WebGen-Agent's data write. Two rule sets:
+
+- ``default``: a reply without a usable action or control signal is malformed, and the problems
+  are written for the model to read;
+- ``upstream`` (WebGen-Agent's loop and Step-GRPO trainer): a reply holding the tag text
+  ``boltAction type="finish"`` (then ``screenshot_validated``; either quote) anywhere is that
+  control signal, badly formatted when over 400 characters or holding ``boltArtifact``; any other
+  reply is an edit, even with no file in it (the code simply runs again); a repetitive reply
+  (``has_repetition``) is badly formatted.
+
+Hand-written with regular expressions because the format is XML-like but not XML (raw JSX,
+unescaped ``<`` and ``&`` inside file bodies).
 """
 
 from __future__ import annotations
@@ -17,8 +27,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 ReplyKind = Literal["edit", "screenshot_validated", "finish", "malformed"]
-CONTROL_WORDS: tuple[Literal["screenshot_validated", "finish"], ...] = ("screenshot_validated", "finish")
-# Upstream treats a control-word reply longer than this as malformed.
+ReplyRules = Literal["default", "upstream"]
+ControlWord = Literal["screenshot_validated", "finish"]
+CONTROL_WORDS: tuple[ControlWord, ...] = ("screenshot_validated", "finish")
+# The Step-GRPO trainer scores a control reply longer than this as badly formatted.
 CONTROL_REPLY_MAX_CHARS = 400
 
 _ATTR = re.compile(r"""([A-Za-z_:][\w:.-]*)\s*=\s*("([^"]*)"|'([^']*)')""")
@@ -27,6 +39,18 @@ _ARTIFACT_CLOSE = re.compile(r"</boltArtifact\s*>", re.IGNORECASE)
 _ACTION = re.compile(r"<boltAction\b([^>]*)>(.*?)</boltAction\s*>", re.IGNORECASE | re.DOTALL)
 _ACTION_OPEN = re.compile(r"<boltAction\b", re.IGNORECASE)
 _FENCE = re.compile(r"^```[\w-]*\n(.*)\n```\s*$", re.DOTALL)
+# A control signal written as a tag: <boltAction type="finish"/> or <boltAction type='finish'></boltAction>.
+_CONTROL_TAG = re.compile(
+    r"""<boltAction\s+type\s*=\s*["'](screenshot_validated|finish)["']\s*/?>(?:\s*</boltAction\s*>)?""",
+    re.IGNORECASE,
+)
+# has_repetition's canonical form: colours and numbers become one placeholder.
+_HEX_COLOUR = re.compile(r"#(?:[0-9a-fA-F]{3}){1,2}\b")
+_RGB_COLOUR = re.compile(r"rgba?\([^)]*\)")
+_NUMBER = re.compile(r"[-+]?\d*\.?\d+(?:e[-+]?\d+)?")
+_WHITESPACE = re.compile(r"\s+")
+REPETITION_WINDOW = 50  # characters
+REPETITION_SHARE = 0.40  # of all windows, counting windows seen at least 3 times
 
 
 class FileAction(BaseModel):
@@ -66,12 +90,21 @@ def _strip_fence(text: str) -> str:
     return match.group(1) if match else text
 
 
-def _control_word(text: str) -> Literal["screenshot_validated", "finish"] | None:
+def _control_word(text: str) -> ControlWord | None:
     bare = re.sub(r"[`*_\"'.!\s]+", " ", text).strip().lower()
     for word in CONTROL_WORDS:
         if bare == word or bare == word.replace("_", " "):
             return word
         if re.search(rf"(?<![\w]){word}(?![\w])", text, re.IGNORECASE):
+            return word
+    return None
+
+
+def upstream_control(text: str) -> ControlWord | None:
+    """WebGen-Agent's control detection: the tag text anywhere, ``finish`` checked first."""
+    order: tuple[ControlWord, ...] = ("finish", "screenshot_validated")
+    for word in order:
+        if f'boltAction type="{word}"' in text or f"boltAction type='{word}'" in text:
             return word
     return None
 
@@ -85,15 +118,38 @@ def is_repetitive(text: str) -> bool:
     return most_common / len(lines) > 0.4
 
 
-def parse_reply(text: str) -> ParsedReply:
-    """Classify and parse one coder reply; never raises."""
+def has_repetition(text: str) -> bool:
+    """The Step-GRPO trainer's repetition rule, exactly.
+
+    Colours and numbers become one placeholder, whitespace is collapsed and case folded; then
+    the share of 50-character windows (every offset) that occur at least three times must reach
+    40 %. Texts under 100 characters never count.
+    """
+    canonical = _NUMBER.sub("<VAR>", _RGB_COLOUR.sub("<VAR>", _HEX_COLOUR.sub("<VAR>", text)))
+    canonical = _WHITESPACE.sub(" ", canonical).strip().lower().replace("<|endoftext|>", "")
+    if len(canonical) < 2 * REPETITION_WINDOW:
+        return False
+    normal = _WHITESPACE.sub(" ", canonical.strip())
+    if len(normal) < 2 * REPETITION_WINDOW:
+        return False
+    count = len(normal) - REPETITION_WINDOW + 1
+    windows = Counter(normal[i : i + REPETITION_WINDOW] for i in range(count))
+    repeated = sum(n for n in windows.values() if n >= 3)
+    return repeated / count >= REPETITION_SHARE
+
+
+def parse_reply(text: str, rules: ReplyRules = "default") -> ParsedReply:
+    """Classify and parse one coder reply under ``rules``; never raises."""
+    if rules == "upstream":
+        return _parse_upstream(text or "")
     if not text or not text.strip():
         return ParsedReply(
             kind="malformed",
             format_ok=False,
             problems=["The reply was empty. Reply with a <boltArtifact> holding whole files, or a control word."],
         )
-    body = _strip_fence(text)
+    # A control tag counts as its bare word (models trained on WebGen-Agent's data write the tag).
+    body = _CONTROL_TAG.sub(lambda match: match.group(1), _strip_fence(text))
     has_action = bool(_ACTION_OPEN.search(body))
     if not has_action:
         word = _control_word(body)
@@ -102,7 +158,7 @@ def parse_reply(text: str) -> ParsedReply:
                 return ParsedReply(
                     kind=word,  # honoured, but scored as malformed like upstream
                     format_ok=False,
-                    problems=[f"A '{word}' reply should be the word alone, not {len(body.strip())} characters."],
+                    problems=[f"A '{word}' reply should be the signal alone, not {len(body.strip())} characters."],
                 )
             return ParsedReply(kind=word)
         return ParsedReply(
@@ -115,10 +171,47 @@ def parse_reply(text: str) -> ParsedReply:
             ],
         )
 
+    edit = _edit(body)
+    problems = edit.problems
+    format_ok = True
+    outside = _ACTION.sub("", body)
+    if _control_word(outside) is not None and re.search(r"(?m)^\W*(screenshot_validated|finish)\W*$", outside):
+        problems.append("A control word was mixed with code; it was ignored and the code applied.")
+        format_ok = False
+    if is_repetitive(body):
+        problems.append("The reply repeats the same lines many times.")
+        format_ok = False
+    if not edit.files and not edit.shell:
+        problems.append("The artifact held no usable file or shell action.")
+        return ParsedReply(kind="malformed", title=edit.title, problems=problems, format_ok=False)
+    if any("not closed" in p for p in problems):
+        format_ok = False
+    return edit.model_copy(update={"problems": problems, "format_ok": format_ok})
+
+
+def _parse_upstream(text: str) -> ParsedReply:
+    word = upstream_control(text)
+    repetitive = has_repetition(text)
+    if word is not None:
+        problems: list[str] = []
+        if len(text.strip()) > CONTROL_REPLY_MAX_CHARS:
+            problems.append(f"A '{word}' reply should be the tag alone, not {len(text.strip())} characters.")
+        if "boltArtifact" in text:
+            problems.append(f"A '{word}' reply must not hold a boltArtifact; its code was not applied.")
+        if repetitive:
+            problems.append("The reply repeats itself.")
+        return ParsedReply(kind=word, problems=problems, format_ok=not problems)
+    edit = _edit(_strip_fence(text))
+    problems = [*edit.problems, *(["The reply repeats itself."] if repetitive else [])]
+    return edit.model_copy(update={"problems": problems, "format_ok": not repetitive})
+
+
+def _edit(body: str) -> ParsedReply:
+    """The files and shell commands of a reply, with the problems of its markup (kind ``edit``)."""
     problems: list[str] = []
     opens = len(_ARTIFACT_OPEN.findall(body))
     closes = len(_ARTIFACT_CLOSE.findall(body))
-    if opens == 0:
+    if opens == 0 and _ACTION_OPEN.search(body):
         problems.append("The boltAction tags were not inside a <boltArtifact>; they were applied anyway.")
     elif opens != closes:
         problems.append("A <boltArtifact> tag was not closed with </boltArtifact>.")
@@ -150,20 +243,7 @@ def parse_reply(text: str) -> ParsedReply:
             f"{total_actions - closed_actions} <boltAction> tag(s) were not closed with </boltAction>; "
             "the reply may have been cut off. Those files were not written."
         )
-    format_ok = True
-    outside = _ACTION.sub("", body)
-    if _control_word(outside) is not None and re.search(r"(?m)^\W*(screenshot_validated|finish)\W*$", outside):
-        problems.append("A control word was mixed with code; it was ignored and the code applied.")
-        format_ok = False
-    if is_repetitive(body):
-        problems.append("The reply repeats the same lines many times.")
-        format_ok = False
-    if not files and not shell:
-        problems.append("The artifact held no usable file or shell action.")
-        return ParsedReply(kind="malformed", title=title, problems=problems, format_ok=False)
-    if any("not closed" in p for p in problems):
-        format_ok = False
-    return ParsedReply(kind="edit", files=files, shell=shell, title=title, problems=problems, format_ok=format_ok)
+    return ParsedReply(kind="edit", files=files, shell=shell, title=title, problems=problems)
 
 
 def _strip_leading_newline(content: str) -> str:

@@ -19,7 +19,10 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.core.context import ConfigError, ModelSettings, Role, Settings
 
-VerdictMode = Literal["agent", "feedback"]
+# webgen-bench: WebGen-Bench's compute_acc rule ("YES" anywhere in the final answer, else "PARTIAL",
+# else NO); strict: the answer must start with the word, else the feedback model judges the run;
+# feedback: the feedback model always judges.
+VerdictMode = Literal["webgen-bench", "strict", "feedback"]
 
 
 class EvalSettings(BaseModel):
@@ -29,9 +32,10 @@ class EvalSettings(BaseModel):
     appearance: ModelSettings = Field(description="Grades the landing page's appearance 1-5.")
     feedback: ModelSettings = Field(description="Judges a GUI run when the agent's answer is not usable.")
     verdict: VerdictMode = Field(
-        default="agent",
-        description="agent: the agent's final answer decides when it starts with YES, PARTIAL or NO (as "
-        "upstream), the feedback model otherwise; feedback: the feedback model always decides.",
+        default="webgen-bench",
+        description="webgen-bench: WebGen-Bench's rule, YES anywhere in the agent's final answer, else "
+        "PARTIAL anywhere, else NO; strict: the answer must start with YES, PARTIAL or NO, the feedback "
+        "model judges otherwise; feedback: the feedback model always decides.",
     )
     max_actions: int = Field(default=15, ge=1, description="GUI agent action budget per test case.")
     case_timeout_s: float = Field(default=300.0, gt=0, description="Whole GUI run deadline per test case.")

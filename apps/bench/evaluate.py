@@ -8,10 +8,12 @@ agent session in a fresh browser context of the evaluation's one Chromium (like 
 browser per task: no localStorage or cookies carried from one case to the next, and the agent sees
 no other case's tabs) and the landing page is screenshot in the same Chromium and graded by the VLM.
 
-Verdicts: in ``agent`` mode (the default, as upstream) the agent's final answer decides when it
-starts with YES, PARTIAL or NO; when it does not (the agent ran out of actions or time, or answered
-something else) the feedback model judges the run from its actions and last screenshot, as a
-``CaseVerdict``. In ``feedback`` mode the feedback model always decides.
+Verdicts: in ``webgen-bench`` mode (the default) WebGen-Bench's own rule decides from the agent's
+final answer: "YES" anywhere, else "PARTIAL" anywhere, else NO (no answer is NO), so accuracy is
+comparable with the paper's. In ``strict`` mode the answer decides only when it starts with YES,
+PARTIAL or NO; otherwise (the agent ran out of actions or time, or answered something else) the
+feedback model judges the run from its actions and last screenshot, as a ``CaseVerdict``. In
+``feedback`` mode the feedback model always decides.
 
 Every result is appended to ``results.jsonl`` / ``sites.jsonl`` as soon as it exists, so an
 interrupted evaluation continues where it stopped. One broken site or failing case is recorded
@@ -51,6 +53,17 @@ SITES_FILE = "sites.jsonl"
 # Copied sites leave these behind: installed packages, VCS data, the agent's bookkeeping.
 _NOT_COPIED = ("node_modules", ".git", DEPS_MARKER, ".webgen-manifest")
 _ANSWER = re.compile(r"^\W*(YES|PARTIAL(?:LY)?|NO)\b", re.IGNORECASE)
+
+
+def webgen_bench_verdict(text: str | None) -> Answer:
+    """WebGen-Bench's verdict (compute_acc.py): "YES" anywhere in the final answer, else "PARTIAL"
+    anywhere, else NO; case-sensitive, no answer is NO."""
+    text = text or ""
+    if "YES" in text:
+        return "YES"
+    if "PARTIAL" in text:
+        return "PARTIAL"
+    return "NO"
 
 
 def parse_answer(text: str | None) -> Answer | None:
@@ -333,7 +346,11 @@ class Evaluator:
             # The harness failed (endpoint down, browser crash), not the site: no verdict to give.
             error = "; ".join(run.errors) or "the GUI agent failed"
             return _Decision("NO", f"the GUI agent could not run: {error}", "error", Usage(), _short(error))
-        answer = parse_answer(run.final_answer) if self.settings.verdict == "agent" else None
+        if self.settings.verdict == "webgen-bench":
+            return _Decision(
+                webgen_bench_verdict(run.final_answer), run.final_answer or "no final answer", "agent", Usage()
+            )
+        answer = parse_answer(run.final_answer) if self.settings.verdict == "strict" else None
         if answer is not None:
             return _Decision(answer, run.final_answer or "", "agent", Usage())
         try:

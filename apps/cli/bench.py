@@ -11,8 +11,8 @@ from rich.table import Table
 
 from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_settings
 from webgen_agent.apps.bench.views import BenchSummary, Rates
-from webgen_agent.apps.cli.common import console, errors, fail, make_context, with_model_flags
-from webgen_agent.core.context import ConfigError, CriticMode, Settings
+from webgen_agent.apps.cli.common import PROFILE_HELP, console, errors, fail, make_context, with_model_flags
+from webgen_agent.core.context import UPSTREAM_VIEWPORT, ConfigError, CriticMode, Profile, Settings
 from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
 app = typer.Typer()
@@ -147,14 +147,21 @@ def bench(
     eval_verdict: Annotated[
         VerdictMode,
         typer.Option(
-            help="agent: the agent's YES/PARTIAL/NO answer decides (feedback model when it gave none); "
+            help="webgen-bench: WebGen-Bench's rule, YES anywhere in the agent's final answer, else PARTIAL, "
+            "else NO; strict: the answer must start with the word (the feedback model judges otherwise); "
             "feedback: the feedback model always decides.",
             rich_help_panel=_EVAL,
         ),
-    ] = "agent",
+    ] = "webgen-bench",
     retry_errors: Annotated[
         bool, typer.Option(help="Redo results that ended in an infrastructure error.", rich_help_panel=_EVAL)
     ] = False,
+    profile: Annotated[
+        Profile,
+        typer.Option(
+            help=PROFILE_HELP + " upstream also evaluates at WebGen-Bench's 1024x768.", rich_help_panel=_AGENT
+        ),
+    ] = "default",
     *,
     settings: Settings,
 ) -> None:
@@ -174,13 +181,25 @@ def bench(
             appearance_base_url=eval_appearance_base_url,
             api_key=eval_api_key,
         )
-        evaluation = eval_settings(settings, flags, max_actions=eval_max_actions, verdict=eval_verdict, workers=workers)
+        viewport = (
+            {"viewport_width": UPSTREAM_VIEWPORT[0], "viewport_height": UPSTREAM_VIEWPORT[1]}
+            if profile == "upstream"
+            else {}
+        )
+        evaluation = eval_settings(
+            settings, flags, max_actions=eval_max_actions, verdict=eval_verdict, workers=workers, **viewport
+        )
     except (BenchDataError, ConfigError) as exc:
         fail(str(exc))
     context = None
     if evaluate_only is None:
         context = make_context(
-            settings, max_steps=max_steps, error_limit=error_limit, critic=critic, allow_shell=allow_shell or None
+            settings,
+            max_steps=max_steps,
+            error_limit=error_limit,
+            critic=critic,
+            allow_shell=allow_shell or None,
+            profile=profile,
         )
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = Path(settings.db) if "db" in settings.model_fields_set else None

@@ -87,6 +87,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+PROFILE_HELP = (
+    "upstream: WebGen-Agent's rules step for step (GUI test only on screenshot_validated, 1024x768, "
+    "its grading, feedback and reward pools); default: this project's (docs/fidelity.md)."
+)
+
+
 def make_context(settings: Settings, **overrides: Any) -> AgentContext:
     try:
         return settings.to_context(**{k: v for k, v in overrides.items() if v is not None})

@@ -8,10 +8,25 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, errors, fail, make_context, resolve_db, with_model_flags
-from webgen_agent.apps.rollout.service import ROLLOUT_MAX_STEPS, ROLLOUT_TEMPERATURE, ROLLOUT_TOP_P
+from webgen_agent.apps.cli.common import (
+    PROFILE_HELP,
+    console,
+    db_option,
+    errors,
+    fail,
+    make_context,
+    resolve_db,
+    with_model_flags,
+)
+from webgen_agent.apps.rollout.service import (
+    ROLLOUT_MAX_STEPS,
+    ROLLOUT_PROFILE,
+    ROLLOUT_SAMPLES,
+    ROLLOUT_TEMPERATURE,
+    ROLLOUT_TOP_P,
+)
 from webgen_agent.checkpoints.views import ExportFormat
-from webgen_agent.core.context import CriticMode, Settings
+from webgen_agent.core.context import CriticMode, Profile, Settings
 
 app = typer.Typer()
 
@@ -27,7 +42,9 @@ def rollout(
     data: Annotated[
         Path, typer.Option(help="WebGen-Bench-style JSON-lines file of instructions.", exists=True, dir_okay=False)
     ],
-    samples: Annotated[int, typer.Option(min=1, help="Trajectories per instruction (the group size).")] = 5,
+    samples: Annotated[
+        int, typer.Option(min=1, help="Trajectories per instruction (the group size).")
+    ] = ROLLOUT_SAMPLES,
     max_steps: Annotated[int, typer.Option(min=1, help="Coder steps per trajectory.")] = ROLLOUT_MAX_STEPS,
     workers: Annotated[int, typer.Option(min=1, help="Trajectories run at the same time.")] = 2,
     temperature: Annotated[float, typer.Option(help="Coder sampling temperature.")] = ROLLOUT_TEMPERATURE,
@@ -46,6 +63,7 @@ def rollout(
         CriticMode | None, typer.Option(help="template (default) or llm (critiques are exported).")
     ] = None,
     gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
+    profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = ROLLOUT_PROFILE,
     *,
     settings: Settings,
 ) -> None:
@@ -62,7 +80,7 @@ def rollout(
         fail(f"{data}: no records selected")
     name = name or data.stem
     context = rollout_context(
-        make_context(settings, critic=critic, gui_max_actions=gui_max_actions),
+        make_context(settings, critic=critic, gui_max_actions=gui_max_actions, profile=profile),
         max_steps=max_steps,
         temperature=temperature,
         top_p=top_p,

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from webgen_agent.apps.cli.common import (
+    PROFILE_HELP,
     console,
     db_option,
     fail,
@@ -21,7 +22,7 @@ from webgen_agent.apps.cli.common import (
     with_model_flags,
 )
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import CriticMode, Settings
+from webgen_agent.core.context import CriticMode, Profile, Settings
 
 app = typer.Typer()
 
@@ -37,6 +38,7 @@ def run(
     critic: Annotated[CriticMode | None, typer.Option(help="template or llm.")] = None,
     allow_shell: Annotated[bool, typer.Option(help="Run shell actions the coder writes.")] = False,
     group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
+    profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = "default",
     *,
     settings: Settings,
 ) -> None:
@@ -45,7 +47,12 @@ def run(
     from webgen_agent.tools.models import ModelCallError
 
     context = make_context(
-        settings, max_steps=max_steps, error_limit=error_limit, critic=critic, allow_shell=allow_shell or None
+        settings,
+        max_steps=max_steps,
+        error_limit=error_limit,
+        critic=critic,
+        allow_shell=allow_shell or None,
+        profile=profile,
     )
     from webgen_agent.checkpoints.runs import new_run_id
 

@@ -80,6 +80,7 @@ class ExecutionResult(BaseModel):
         default=False, description="A kept server still served an old module after the cap: restarted."
     )
     log_tail: str = ""
+    install_log: str = Field(default="", description="The end of npm install's output, when npm ran.")
 
 
 class SiteRunner:
@@ -210,7 +211,11 @@ class SiteRunner:
                 kind = "static"  # dependencies only (e.g. for a CDN-less static page): serve the files
 
         base: dict[str, Any] = dict(
-            kind=kind, install_ran=install.ran, install_cached=install.cached, install_s=install.seconds
+            kind=kind,
+            install_ran=install.ran,
+            install_cached=install.cached,
+            install_s=install.seconds,
+            install_log=install.log_tail,
         )
         config = config_fingerprint(ws) if kind == "npm" else None
         stale_restart = False
