@@ -1,0 +1,411 @@
+"""Fidelity to WebGen-Agent: the upstream profile replays upstream-style transcripts step for step.
+
+Three trajectories answer like a model trained on upstream's data (a site, then
+``<boltAction type="screenshot_validated"/>``, then ``<boltAction type="finish"/>``), also with a
+reply that holds no action, an over-long control reply and a repetitive edit. They run end to end
+(scripted models over HTTP, real static sites, real Chromium, real browser-use GUI agent) and the
+tests check each step's action, where the GUI test ran, what the coder was told, the screenshots'
+size, and the exported reward pools and advantages against a reference computation of upstream's
+rule written here, from its description, independently of the project's code.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from webgen_agent.apps.bench.evaluate import parse_answer, webgen_bench_verdict
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.export import export_trajectories, load_trajectories
+from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.tools.bolt import has_repetition, parse_reply
+
+REQUIREMENT = "Build a counter page: it shows a count and an Add button that raises it by one."
+QUOTES = "Build a page that lists three famous quotes."
+VALIDATED = '<boltAction type="screenshot_validated"/>'
+FINISH = '<boltAction type="finish"/>'
+RAMBLING = " I looked at the screenshot description and the suggestions and I am satisfied with it." * 6
+
+
+def page(title: str, body: str = "", script: str = "") -> str:
+    html = f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>{body}"
+    html += f"<script>{script}</script></body></html>" if script else "</body></html>"
+    return f'<boltArtifact id="counter" title="{title}">\n<boltAction type="file" filePath="index.html">\n{html}\n</boltAction>\n</boltArtifact>'
+
+
+COUNTER = '<p id="count">Count: 0</p><button id="add">Add</button>'
+RAISES = "let n=0;document.getElementById('add').onclick=()=>{n+=1;document.getElementById('count').textContent='Count: '+n;};"
+REPETITIVE = "".join(f"<p class='q{i}'>Quote number {i}: stay hungry, stay foolish.</p>" for i in range(60))
+
+
+def coder(turn: int, reply: str, *contains: str, times: int | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"model": "scripted-coder", "turn": turn, "contains": list(contains), "content": reply}
+    if times is not None:
+        rule["times"] = times
+    return rule
+
+
+def grade(value: int) -> dict[str, Any]:
+    # Upstream grades the screenshot alone: a request that carried the requirement would match no rule.
+    return {
+        "model": "scripted-vlm",
+        "schema": "ScreenshotGrade",
+        "not_contains": ["counter page", "famous quotes"],
+        "times": 1,
+        "json": {"analysis": f"Graded {value}.", "grade": value},
+    }
+
+
+RULES: list[dict[str, Any]] = [
+    # Trajectory A: edit (grade 2), edit (grade 4), validated (GUI 3), finish.
+    coder(0, page("Counter (draft one)"), REQUIREMENT, times=1),
+    # Trajectory B: edit (3), a reply with no action (runs again: 3), edit (5), an over-long
+    # validated reply (GUI 2), finish with single quotes.
+    coder(0, page("Counter (draft two)"), REQUIREMENT, times=1),
+    coder(1, page("Counter", COUNTER, RAISES), "draft one"),
+    coder(2, VALIDATED, "draft one"),
+    coder(3, FINISH, "draft one"),
+    coder(1, "Let me run the project once more before changing anything.", "draft two"),
+    coder(2, page("Counter", COUNTER), "draft two"),
+    coder(3, VALIDATED + "\n\n" + RAMBLING, "draft two"),
+    coder(4, "<boltAction type='finish'/>", "draft two"),
+    # Trajectory C (another group): a repetitive edit, then finish.
+    coder(0, page("Quotes", REPETITIVE), QUOTES),
+    coder(1, FINISH, QUOTES),
+    # The VLM: the grades in the order the edits are captured (A, B, C run one after the other).
+    grade(2),
+    grade(4),
+    grade(3),
+    grade(3),
+    grade(5),
+    grade(3),
+    {
+        "model": "scripted-vlm",
+        "schema": "ScreenshotDescription",
+        "not_contains": ["counter page", "famous quotes"],
+        "json": {
+            "is_error": False,
+            "error_message": "",
+            "screenshot_description": "A white page with a heading, a count and an Add button.",
+            "suggestions": "Give the button more contrast.",
+        },
+    },
+    # The GUI agent (browser-use), from what the page shows.
+    {
+        "model": "scripted-vlm",
+        "contains": ["You reached max_steps"],
+        "agent": {"actions": [{"done": {"text": "NO - out of steps.", "success": False}}]},
+    },
+    {
+        "model": "scripted-vlm",
+        "page_contains": ["Count: 1"],
+        "agent": {"actions": [{"done": {"text": "YES - the count shows 1 after Add.", "success": True}}]},
+    },
+    {
+        "model": "scripted-vlm",
+        "turn": 0,
+        "page_contains": ["Add"],
+        "agent": {"actions": [{"click": {"target": "Add"}}]},
+    },
+    {
+        "model": "scripted-vlm",
+        "agent": {"actions": [{"done": {"text": "NO - the count stayed at 0.", "success": False}}]},
+    },
+    # The feedback model: the GUI test instruction, then a summary of each GUI run.
+    {
+        "model": "scripted-feedback",
+        "schema": "TestInstruction",
+        "json": {"instruction": "Click Add and check that the count shows 1."},
+    },
+    {
+        "model": "scripted-feedback",
+        "schema": "GuiSummary",
+        "contains": ["Final answer: YES"],
+        "json": {"passed": True, "suggestions": "", "grade": 3},
+    },
+    {
+        "model": "scripted-feedback",
+        "schema": "GuiSummary",
+        "contains": ["Final answer: NO"],
+        "json": {"passed": False, "suggestions": "Give the Add button a click handler.", "grade": 2},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+async def upstream_runs(tmp_path_factory, chromium_path):
+    base = tmp_path_factory.mktemp("fidelity")
+    db = base / "webgen.db"
+    scenario = Scenario.model_validate({"name": "upstream-fidelity", "rules": RULES})
+    with ScriptedServer(scenario) as server:
+        results = {}
+        for run_id, requirement, group, steps in (
+            ("a", REQUIREMENT, "counter", 5),
+            ("b", REQUIREMENT, "counter", 5),
+            ("c", QUOTES, "quotes", 2),
+        ):
+            context = scripted_context(server.base_url, profile="upstream", max_steps=steps, chromium=chromium_path)
+            results[run_id] = await run_requirement(
+                requirement, context=context, run_id=run_id, group_id=group, out_dir=base / run_id, db_path=db
+            )
+        requests = list(server.requests)
+    states = {run_id: await final_state(db, run_id) for run_id in results}
+    exports = {}
+    for name in ("step-grpo", "rewards"):
+        await export_trajectories(name, base / f"{name}.jsonl", db_path=db)  # type: ignore[arg-type]
+        exports[name] = [json.loads(line) for line in (base / f"{name}.jsonl").read_text().splitlines()]
+    return {
+        "results": results,
+        "states": states,
+        "store": BlobStore(db),
+        "db": db,
+        "requests": requests,
+        "exports": exports,
+    }
+
+
+def prompt_of(store: BlobStore, step: dict) -> list[str]:
+    return [store.get_text(ref["hash"]) for ref in store.get_json(step["prompt"])]
+
+
+def feedback_before(store: BlobStore, state: dict, index: int) -> str:
+    """The last user message the coder was sent at step ``index``: the feedback on the step before."""
+    return prompt_of(store, state["steps"][index])[-1]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+# ---- the transcripts, step by step -------------------------------------------------------------
+
+
+@pytest.mark.e2e
+async def test_tag_replies_run_as_edit_validated_finish(upstream_runs):
+    state, store = upstream_runs["states"]["a"], upstream_runs["store"]
+    steps = state["steps"]
+    assert [s["action"] for s in steps] == ["edit", "edit", "screenshot_validated", "finish"]
+    assert all(s["format_ok"] for s in steps) and state["status"] == "finished"
+    # The GUI test ran on the validated step only (credited to the edit it tested), never after a grade.
+    assert [bool(s.get("gui_run")) for s in steps] == [False, True, True, False]
+    assert steps[2]["tests_step"] == 1 and steps[2]["gui_score"] == 3 and steps[2]["gui_passed"] is True
+    # Every capture at 1024x768, every capture graded (grade 2 included), with upstream's 0-5 grades.
+    for step, expected in zip(steps[:2], (2, 4), strict=True):
+        assert png_size(store.get(step["screenshot"])) == (1024, 768)
+        assert step["screenshot_score"] == expected
+    assert steps[0]["errored"] and not steps[1]["errored"]  # a grade of 2 or less is an errored step
+    # Upstream ranks every step: the finish step (GUI 3, screenshot 4, latest) stands for step 1's files.
+    assert state["chosen_step"] == 3
+    assert (Path(state["site_dir"]) / "index.html").read_text().count("Count: ") >= 1
+
+
+@pytest.mark.e2e
+async def test_no_action_over_long_and_single_quoted_replies(upstream_runs):
+    state = upstream_runs["states"]["b"]
+    steps = state["steps"]
+    assert [s["action"] for s in steps] == ["edit", "edit", "edit", "screenshot_validated", "finish"]
+    # A reply with no action is a good-format edit: nothing written, the code simply ran again.
+    assert steps[1]["format_ok"] and steps[1]["files"] == steps[0]["files"] and steps[1]["screenshot_score"] == 3
+    # An over-long validated reply still runs the GUI test, but is badly formatted.
+    assert not steps[3]["format_ok"] and steps[3]["gui_run"] and steps[3]["gui_score"] == 2
+    assert steps[4]["format_ok"]  # <boltAction type='finish'/> with single quotes
+    assert [bool(s.get("gui_run")) for s in steps] == [False, False, True, True, False]
+    assert state["chosen_step"] is not None
+
+
+@pytest.mark.e2e
+async def test_the_coder_is_told_what_upstream_tells_it_and_no_grade(upstream_runs):
+    state, store = upstream_runs["states"]["a"], upstream_runs["store"]
+    system, first = prompt_of(store, state["steps"][0])
+    assert 'username "admin"' in system and '"admin123456"' in system
+    assert first == REQUIREMENT  # the instruction itself is the first user turn
+    after_edit = feedback_before(store, state, 1)
+    order = [
+        "The dependencies installed without errors.",
+        "The service started without errors.",
+        "A white page with a heading, a count and an Add button.",
+        "Give the button more contrast.",
+        VALIDATED,
+        REQUIREMENT,
+        "FULL, updated content",
+    ]
+    positions = [after_edit.find(text) for text in order]
+    assert -1 not in positions and positions == sorted(positions), positions
+    after_gui = feedback_before(store, state, 3)
+    assert "The GUI-agent test succeeded" in after_gui and FINISH in after_gui and VALIDATED not in after_gui
+    b_state = upstream_runs["states"]["b"]
+    assert "Give the Add button a click handler." in feedback_before(store, b_state, 4)
+    for text in (after_edit, after_gui):
+        assert "/5" not in text and "grade" not in text.lower()
+    # The GUI agent logged in (had it needed to) with the login the coder was told to predefine.
+    gui = store.get_json(state["steps"][2]["gui_run"])
+    assert '"admin123456"' in gui["instruction"] and "Click Add" in gui["instruction"]
+
+
+@pytest.mark.e2e
+async def test_the_judge_and_gui_agent_ran_where_upstream_runs_them(upstream_runs):
+    requests = upstream_runs["requests"]
+    assert all(r.status == 200 for r in requests), [r for r in requests if r.status != 200]
+    grades = [
+        r for r in requests if r.rule_index is not None and RULES[r.rule_index].get("schema") == "ScreenshotGrade"
+    ]
+    assert len(grades) == 6  # one per edit turn (the no-action reply included), none on a control turn
+    summaries = [r for r in requests if r.rule_index is not None and RULES[r.rule_index].get("schema") == "GuiSummary"]
+    assert len(summaries) == 2  # one per screenshot_validated reply
+
+
+@pytest.mark.e2e
+async def test_repetitive_edit_runs_but_scores_minus_one(upstream_runs):
+    state = upstream_runs["states"]["c"]
+    edit = state["steps"][0]
+    assert edit["action"] == "edit" and not edit["format_ok"] and edit["screenshot_score"] == 3
+    (record,) = [r for r in upstream_runs["exports"]["rewards"] if r["trajectory_id"] == "c"]
+    assert record["pool_rewards"] == [-1.0] and record["pool_steps"] == [[0, 1]]
+
+
+# ---- reward pools: a reference computation of upstream's rule ----------------------------------
+
+
+def reference_pool(turns: list[tuple[str, int, int, bool]]) -> list[tuple[float, list[int]]]:
+    """Upstream's score list for one trajectory, as its rollout code builds it.
+
+    ``turns``: (kind, screenshot grade, GUI grade, good format) per coder turn. An edit turn appends
+    {screenshot, gui 0}; a validated turn writes its GUI grade into the last entry and, when badly
+    formatted, appends a copy marked bad; a finish turn appends a bad copy only when badly formatted.
+    After every turn the last entry's segment end moves to the end of that turn. Reward: -1 when bad,
+    else screenshot + GUI.
+    """
+    scores: list[dict[str, Any]] = []
+    for turn, (kind, shot, gui, good) in enumerate(turns):
+        if kind == "edit":
+            scores.append({"shot": shot, "gui": 0, "good": good, "turns": []})
+        elif kind == "validated":
+            scores[-1]["gui"] = gui
+            if not good:
+                scores.append({**scores[-1], "good": False, "turns": []})
+        elif not good:
+            scores.append({**scores[-1], "good": False, "turns": []})
+        scores[-1]["turns"].append(turn)
+    return [(float(s["shot"] + s["gui"]) if s["good"] else -1.0, s["turns"]) for s in scores]
+
+
+def reference_advantages(rewards: list[float]) -> list[float]:
+    if len(rewards) == 1:
+        return [rewards[0] / (1.0 + 1e-6)]
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+    return [(r - mean) / (std + 1e-6) for r in rewards]
+
+
+TRAJECTORY_A = [("edit", 2, 0, True), ("edit", 4, 0, True), ("validated", 4, 3, True), ("finish", 4, 3, True)]
+TRAJECTORY_B = [
+    ("edit", 3, 0, True),
+    ("edit", 3, 0, True),
+    ("edit", 5, 0, True),
+    ("validated", 5, 2, False),
+    ("finish", 5, 2, True),
+]
+
+
+def test_the_two_trajectory_example_pools_to_the_published_numbers():
+    pools = reference_pool(TRAJECTORY_A) + reference_pool(TRAJECTORY_B)
+    rewards = [reward for reward, _ in pools]
+    assert rewards == [2, 7, 3, 3, 7, -1]
+    assert statistics.mean(rewards) == 3.5 and round(statistics.stdev(rewards), 2) == 3.08
+    # B's finish turn joins the badly formatted copy: its advantage is -1.46.
+    assert pools[-1][1] == [3, 4] and round(reference_advantages(rewards)[-1], 2) == -1.46
+
+
+@pytest.mark.e2e
+async def test_exported_pools_and_advantages_equal_the_reference(upstream_runs):
+    records = [r for r in upstream_runs["exports"]["step-grpo"] if r["group_id"] == "counter"]
+    pools = {"a": reference_pool(TRAJECTORY_A), "b": reference_pool(TRAJECTORY_B)}
+    rewards = [reward for run in ("a", "b") for reward, _ in pools[run]]
+    advantage = dict(
+        zip(
+            [(run, n) for run in ("a", "b") for n in range(len(pools[run]))],
+            reference_advantages(rewards),
+            strict=True,
+        )
+    )
+    assert len(records) == 9  # every coder turn, each under the entry that covers its tokens
+    for record in records:
+        run = record["trajectory_id"]
+        n = next(n for n, (_, turns) in enumerate(pools[run]) if record["step"] in turns)
+        assert record["pool_entry"] == n and record["profile"] == "upstream"
+        assert record["reward"] == pools[run][n][0]
+        assert record["advantage"] == pytest.approx(advantage[(run, n)])
+        assert (record["group_size"], record["group_trajectories"]) == (6, 2)
+    by_run = {r["trajectory_id"]: r for r in upstream_runs["exports"]["rewards"]}
+    assert by_run["a"]["pool_rewards"] == [2.0, 7.0] and by_run["b"]["pool_rewards"] == [3.0, 3.0, 7.0, -1.0]
+    assert by_run["a"]["pool_steps"] == [[0], [1, 2, 3]] and by_run["b"]["pool_steps"] == [[0], [1], [2], [3, 4]]
+    # One entry per code-edit turn, plus the copy the over-long control reply added.
+    assert len({(r["trajectory_id"], r["pool_entry"]) for r in records}) == 6
+
+
+@pytest.mark.e2e
+async def test_loaded_trajectories_know_their_profile(upstream_runs):
+    trajectories = await load_trajectories(upstream_runs["db"])
+    assert {t.trajectory_id: t.profile for t in trajectories} == {"a": "upstream", "b": "upstream", "c": "upstream"}
+
+
+# ---- the reply rules and the benchmark's verdict rule ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "format_ok"),
+    [
+        (VALIDATED, "screenshot_validated", True),
+        ("<boltAction type='screenshot_validated'/>", "screenshot_validated", True),
+        (FINISH, "finish", True),
+        ('<boltAction type="finish"></boltAction>', "finish", True),
+        (FINISH + RAMBLING, "finish", False),  # over 400 characters
+        (page("Done") + "\n" + FINISH, "finish", False),  # holds a boltArtifact
+        (f"{VALIDATED} and {FINISH}", "finish", True),  # finish is checked first
+        ("finish", "edit", True),  # upstream knows only the tag: a bare word is a reply with no action
+        ("Nothing to change.", "edit", True),
+        ("", "edit", True),
+        (page("Quotes", REPETITIVE), "edit", False),  # repetitive
+    ],
+)
+def test_upstream_reply_rules(reply, kind, format_ok):
+    parsed = parse_reply(reply, "upstream")
+    assert (parsed.kind, parsed.format_ok) == (kind, format_ok)
+
+
+@pytest.mark.parametrize("reply", [VALIDATED, "<boltAction type='finish'/>", "finish", "screenshot_validated"])
+def test_default_profile_accepts_tags_and_words(reply):
+    parsed = parse_reply(reply)
+    assert parsed.kind in ("screenshot_validated", "finish") and parsed.format_ok
+
+
+def test_repetition_rule_is_upstreams():
+    assert has_repetition(REPETITIVE)  # numbers differ, so the canonical text repeats
+    assert not has_repetition(page("Counter", COUNTER, RAISES))
+    assert not has_repetition("ab" * 49)  # under 100 characters never counts
+
+
+@pytest.mark.parametrize(
+    ("answer", "webgen_bench", "strict"),
+    [
+        ("YES - the booking was confirmed.", "YES", "YES"),
+        ("NO. The message 'YES, booked' never appeared", "YES", "NO"),
+        ("Answer: PARTIAL", "PARTIAL", None),
+        ("PARTIAL - only the list shows.", "PARTIAL", "PARTIAL"),
+        ("The expected result was not achieved.", "NO", None),
+        ("yes, it worked", "NO", "YES"),  # WebGen-Bench's rule is case-sensitive
+        (None, "NO", None),
+    ],
+)
+def test_bench_verdict_rules(answer, webgen_bench, strict):
+    assert webgen_bench_verdict(answer) == webgen_bench
+    assert parse_answer(answer) == strict
