@@ -67,8 +67,8 @@ def route_after_coder(
             return "backtrack" if _should_backtrack(state, context) else "critic"  # nothing to test yet
         if rules_for(context.profile).judging == "upstream":
             return "gui_tester"  # upstream starts the site again for every GUI test
-        tested = state["steps"][step["tests_step"]]
-        return "gui_tester" if (tested.get("execution") or {}).get("ok") else "critic"
+        execution = state["steps"][step["tests_step"]].get("execution")
+        return "gui_tester" if execution and execution["ok"] else "critic"
     if action == "malformed":
         return "backtrack" if _should_backtrack(state, context) else "critic"
     raise RoutingError(f"step {step.get('index')} has unknown action {action!r}")

@@ -159,7 +159,10 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     errored = not execution["ok"]
     if rules.judging == "upstream":
         # WebGen-Agent's signals: the word "error" in npm's output or the server's log; no screenshot.
-        logs = {"install": result.install_log or (result.log_tail if result.stage == "install" else ""), "server": server_log_since(site.server, log_mark)}
+        logs = {
+            "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
+            "server": server_log_since(site.server, log_mark),
+        }
         execution["logs"] = blobs.put_json(logs)
         execution["install_error"] = "error" in logs["install"].lower()
         execution["start_error"] = "error" in logs["server"].lower()
