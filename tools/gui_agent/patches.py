@@ -27,6 +27,7 @@ import inspect
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,11 @@ def configure_browser_use_env() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+# The warm-up thread and a GUI test may import at the same time; functools.cache does not keep two
+# threads out of the body, and a patch applied twice would wrap its own wrapper.
+_IMPORT_LOCK = threading.Lock()
+
+
 @functools.cache
 def import_browser_use() -> None:
     """Import browser-use (about 3 s, once per process) with every patch applied.
@@ -92,6 +98,11 @@ def import_browser_use() -> None:
     (~300k objects). ``gc.freeze()`` moves everything alive now (modules, classes, schemas) out of
     the collector's sight, and that collection takes a few ms.
     """
+    with _IMPORT_LOCK:
+        _import_browser_use()
+
+
+def _import_browser_use() -> None:
     check_browser_use_version()
     configure_browser_use_env()
     for name in BROWSER_USE_MODULES:
