@@ -28,6 +28,11 @@ def registry_for(db_path: Path) -> ProcessRegistry:
     return ProcessRegistry(Path(db_path).parent / "processes.jsonl")
 
 
+def deps_cache_for(db_path: Path) -> Path:
+    """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else beside the database)."""
+    return Path(Settings().deps_cache or Path(db_path).parent / "deps-cache")
+
+
 class Resources:
     """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
 
@@ -38,7 +43,7 @@ class Resources:
         self.registry = registry_for(self.db_path)
         self.registry.register_atexit()
         # Installs are shared by dependency manifest across runs and workspaces (WEBGEN_DEPS_CACHE).
-        self.deps_cache_dir = deps_cache_dir or Path(Settings().deps_cache or self.db_path.parent / "deps-cache")
+        self.deps_cache_dir = deps_cache_dir or deps_cache_for(self.db_path)
         self._browser: SharedBrowser | None = None
         self._browser_lock = asyncio.Lock()
         self._warming: asyncio.Task[SharedBrowser] | None = None

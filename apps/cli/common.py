@@ -12,6 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, Settings
 
@@ -83,7 +84,8 @@ def resolve_db(db: str | None) -> Path:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    errors.print(f"[red]error:[/red] {message}")
+    # Unwrapped (one line stays one line in logs) and escaped (a log tail may hold [brackets]).
+    errors.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 
