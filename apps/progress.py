@@ -24,6 +24,7 @@ class ProgressView:
         self.step: int | None = None
         self.rows: dict[int, dict[str, Any]] = {}
         self.tokens = 0
+        self.warnings: list[str] = []
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
     def __enter__(self) -> ProgressView:
@@ -35,6 +36,8 @@ class ProgressView:
         self.live.__exit__(*exc)
 
     def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("warning") and event["warning"] not in self.warnings:
+            self.warnings.append(event["warning"])
         self.node = event.get("node", self.node)
         step = event.get("step")
         if step is not None:
@@ -66,7 +69,8 @@ class ProgressView:
         elapsed = time.monotonic() - self.started
         status = "done" if final else f"running {self.node}"
         footer = Text(f"{status} | step {self.step} | {elapsed:.0f}s elapsed | {self.tokens} tokens", style="dim")
-        return Group(table, footer)
+        warnings = [Text(f"warning: {w}", style="bold yellow") for w in self.warnings]
+        return Group(*warnings, table, footer)
 
 
 def _score(value: Any) -> str:

@@ -24,6 +24,7 @@ class RunSummary(BaseModel):
     chosen_step: int | None
     steps: list[StepSummary]
     events: list[dict[str, Any]] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list, description="E.g. that generated code ran unconfined.")
     wall_seconds: float = Field(description="Sum of node wall times over all steps.")
     input_tokens: int
     output_tokens: int
@@ -47,7 +48,9 @@ class RunSummary(BaseModel):
         )
 
 
-def write_run_outputs(out_dir: Path, state: dict[str, Any], store: BlobStore) -> RunSummary:
+def write_run_outputs(
+    out_dir: Path, state: dict[str, Any], store: BlobStore, *, warnings: list[str] | None = None
+) -> RunSummary:
     """Write screenshots and run.json (the site itself is written by finalize)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     shots = out_dir / "steps"
@@ -59,6 +62,7 @@ def write_run_outputs(out_dir: Path, state: dict[str, Any], store: BlobStore) ->
             if not target.exists():
                 target.write_bytes(store.get(screenshot))
     summary = RunSummary.of(state)
+    summary.warnings = list(warnings or [])
     (out_dir / "run.json").write_text(json.dumps(summary.model_dump(mode="json"), indent=2))
     return summary
 

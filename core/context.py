@@ -51,6 +51,19 @@ class ModelSettings(BaseModel):
     logprobs: bool = Field(default=False, description="Ask for token logprobs (kept for training export).")
 
 
+class SandboxSettings(BaseModel):
+    """How processes that run generated code are confined (``tools.sandbox``); limits are per command."""
+
+    enabled: bool = Field(
+        default=True, description="Run generated code under bubblewrap; False (--no-sandbox) runs it unconfined."
+    )
+    cpu_s: int = Field(default=900, ge=1, description="CPU seconds per process (RLIMIT_CPU).")
+    memory_mb: int = Field(default=4096, ge=64, description="Heap and data per process, MB (RLIMIT_DATA).")
+    max_pids: int = Field(default=512, ge=16, description="Processes and threads in one sandbox.")
+    file_size_mb: int = Field(default=512, ge=1, description="Largest file a process may write, MB (RLIMIT_FSIZE).")
+    workspace_mb: int = Field(default=2048, ge=16, description="Cap on the workspace, node_modules included, MB.")
+
+
 class AgentContext(BaseModel):
     """Everything a run needs besides its input; JSON so Studio can edit it."""
 
@@ -79,6 +92,9 @@ class AgentContext(BaseModel):
     gui_timeout_s: float = Field(default=300.0, description="Whole GUI-test deadline.")
     chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")
     runs_dir: str = Field(default=str(DEFAULT_RUNS_DIR), description="Output folders go under here.")
+    sandbox: SandboxSettings = Field(
+        default_factory=SandboxSettings, description="The sandbox for generated code and its limits."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -18,5 +18,6 @@ class ProgressEvent(BaseModel):
     gui_score: int | None = None
     errored: bool | None = None
     message: str = Field(default="", description="Short human-readable line.")
+    warning: str = Field(default="", description="Something the user must know about the whole run (shown apart).")
     input_tokens: int = 0
     output_tokens: int = 0

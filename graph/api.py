@@ -22,9 +22,11 @@ from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, AgentContext
+from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
 from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
+from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
@@ -79,6 +81,13 @@ async def _drive(
     db_path: Path,
     on_progress: ProgressCallback | None,
 ) -> RunResult:
+    warnings = []
+    if context.sandbox.enabled:
+        require_sandbox()  # before anything is recorded: the run would stop at its first install
+    else:
+        warnings.append(UNCONFINED_WARNING)
+        if on_progress is not None:
+            on_progress(ProgressEvent(node="run", warning=UNCONFINED_WARNING).model_dump())
     runs = RunIndex(db_path)
     runs.start(record)
     config = run_config(record.run_id, record.group_id)
@@ -96,7 +105,7 @@ async def _drive(
             runs.update(record.run_id, status="interrupted" if interrupted else "failed", error=str(exc)[:2000])
             raise
         state = (await graph.aget_state(config)).values
-        summary = write_run_outputs(Path(record.out_dir), state, resources.store)
+        summary = write_run_outputs(Path(record.out_dir), state, resources.store, warnings=warnings)
     best = [s for s in summary.steps if s.index == summary.chosen_step]
     runs.update(
         record.run_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from langgraph.runtime import Runtime
@@ -23,6 +24,14 @@ def chat_ref(role: Literal["system", "user", "assistant"], text: str) -> ChatRef
     return {"role": role, "hash": store().put_text(text)}
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_text(text: str) -> tuple[str, int]:
+    """The reply with unpaired surrogates (legal as JSON escapes, not encodable) replaced; and how many."""
+    return _SURROGATE.subn("\ufffd", text)
+
+
 async def coder_turn(
     state: AgentState,
     runtime: Runtime[AgentContext],
@@ -34,12 +43,18 @@ async def coder_turn(
     """Ask the coder with ``conversation`` and record the reply as a new step."""
     completion = await complete(runtime.context.coder, "coder", load_messages(conversation))
     rules = rules_for(runtime.context.profile)
-    parsed = parse_reply(completion.text, rules.replies)
+    text, replaced = _valid_text(completion.text)
+    parsed = parse_reply(text, rules.replies)
     index = len(state.get("steps") or [])
     action = parsed.kind
     tests_step = None
     problems = list(parsed.problems)
     premature = False
+    if replaced:
+        problems.append(
+            f"The reply held {replaced} invalid character(s) (unpaired UTF-16 surrogates: binary data, not text); "
+            "they were replaced by U+FFFD. Write text files only."
+        )
     if action in ("screenshot_validated", "finish"):
         # A control word refers to the latest code edit on this branch.
         tests_step = state.get("edit_step")
@@ -47,7 +62,7 @@ async def coder_turn(
         if premature and rules.replies == "default":
             action = "malformed"
             problems.append(f"There is no website yet, so '{parsed.kind}' is premature: write the project first.")
-    answer = chat_ref("assistant", completion.text)
+    answer = chat_ref("assistant", text)
     step: Step = {
         "index": index,
         "role": node_name,

@@ -25,7 +25,7 @@ from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.process import ManagedProcess
-from webgen_agent.tools.site import ExecutionResult, run_shell
+from webgen_agent.tools.site import ExecutionResult
 from webgen_agent.tools.workspace import apply_files
 
 MAX_LOG_BYTES = 200_000  # of the server's log kept for the upstream profile's feedback
@@ -109,11 +109,16 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if not context.allow_shell:
             problems.append(f"Shell action not run (shell actions are disabled): {command[:120]}")
             continue
-        shell = await run_shell(
-            command, cwd=workspace, timeout_s=context.install_timeout_s, registry=resources.registry
-        )
-        if shell.exit_code != 0 or shell.timed_out:
+        shell = await site.shell(command, timeout_s=context.install_timeout_s)
+        if shell.timed_out:
+            problems.append(
+                f"Shell action `{command[:120]}` did not finish within {context.install_timeout_s:g} s and was "
+                f"stopped: {shell.output_tail[-1500:]}"
+            )
+        elif shell.exit_code != 0:
             problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
+        if too_big := site.size_problem():
+            problems.append(too_big)
 
     files = blobs.snapshot(workspace)
     (workspace / WORKSPACE_MARKER).write_text(files)

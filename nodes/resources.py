@@ -115,6 +115,7 @@ class Resources:
                 start_timeout_s=context.start_timeout_s,
                 log_dir=key.parent / "logs",
                 deps_cache_dir=self.deps_cache_dir,
+                sandbox=context.sandbox,
             )
             self._sites[key] = runner
         return runner

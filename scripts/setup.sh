@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -19,4 +22,4 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
-echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"
+echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

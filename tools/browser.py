@@ -28,12 +28,11 @@ from playwright.async_api import (
     Response,
     async_playwright,
 )
-from playwright.async_api import (
-    Error as PlaywrightError,
-)
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 from pydantic import BaseModel, ConfigDict, Field
 
+from webgen_agent.tools.origin import NAVIGATION, confine_to_origin, origin_of
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
 
 CHROMIUM_FLAGS = (
@@ -112,6 +111,13 @@ class PageCapture(BaseModel):
     )
     failed_module_paths: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
     overlay: str | None = Field(default=None, description="Text of the Vite error overlay, when shown.")
+    blocked_requests: list[str] = Field(
+        default_factory=list, description="Requests to other origins (other hosts, ports, file://) that were refused."
+    )
+    left_site: str | None = Field(
+        default=None, description="Where the page tried to go when it left the site's origin."
+    )
+    closed: bool = Field(default=False, description="The page closed itself (window.close).")
     blank: bool = False
     load_error: str | None = None
     seconds: float = 0.0
@@ -124,6 +130,13 @@ class PageCapture(BaseModel):
         they are added as context when something else is wrong.
         """
         problems: list[str] = []
+        if self.closed:
+            problems.append("The page closed its own window (window.close()) while it was being captured.")
+        if self.left_site:
+            problems.append(
+                f"The page navigated away from the site to {self.left_site[:300]}; only the site's own origin "
+                "may be loaded (other hosts, ports and file:// are blocked)."
+            )
         if self.load_error:
             problems.append(self.load_error)
         if self.status is not None and self.status >= 400:
@@ -139,6 +152,10 @@ class PageCapture(BaseModel):
             return None
         if self.failed_requests:
             problems.append("Failed requests:\n" + "\n".join(f"- {r}" for r in self.failed_requests[:5]))
+        if self.blocked_requests:
+            problems.append(
+                "Blocked requests to other origins:\n" + "\n".join(f"- {r}" for r in self.blocked_requests[:5])
+            )
         if self.console_errors:
             problems.append("Console errors:\n" + "\n".join(f"- {e[:300]}" for e in self.console_errors[:5]))
         return "\n".join(problems)
@@ -308,7 +325,10 @@ class SharedBrowser:
             return await self._capture(url, viewport=viewport, timeout_s=timeout_s)
 
     async def _open_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
-        context = await self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        # No downloads: a page that starts one gets it cancelled, nothing reaches the disk.
+        context = await self.browser.new_context(
+            viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=False
+        )
         try:
             return context, await context.new_page()
         except BaseException:
@@ -357,7 +377,12 @@ class SharedBrowser:
         nav_timeout = max(1.0, timeout_s - reserve)
         context, page = await self._fresh_page(viewport)
         try:
+            blocked = await confine_to_origin(context, page, url)
             capture = await _capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
+            capture.blocked_requests = blocked[:_MAX_ITEMS]
+            navigations = [b.removeprefix(NAVIGATION) for b in blocked if b.startswith(NAVIGATION)]
+            if navigations and capture.left_site is not None:
+                capture.left_site = navigations[0]
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), 5)
@@ -449,6 +474,11 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
         else:
             result.load_error = f"The page could not be loaded: {str(exc).splitlines()[0][:500]}"
 
+    if page.is_closed():
+        result.closed = True
+        return result
+    if origin_of(page.url) != origin:
+        result.left_site = page.url
     # What can be read now, each bounded so a hung page cannot hold the capture past the budget.
     step_timeout = max(1.0, reserve)
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):

@@ -30,6 +30,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from webgen_agent.tools.origin import context_proxy
+
 logger = logging.getLogger(__name__)
 
 # Root commands that act on the default context unless told otherwise; they take this parameter.
@@ -232,11 +234,15 @@ class ScopedEndpoint:
 
 
 @contextlib.asynccontextmanager
-async def scoped_cdp_endpoint(cdp_url: str, *, connect_timeout_s: float = 10.0) -> AsyncIterator[ScopedEndpoint]:
+async def scoped_cdp_endpoint(
+    cdp_url: str, *, confine_to: str | None = None, connect_timeout_s: float = 10.0
+) -> AsyncIterator[ScopedEndpoint]:
     """An endpoint (ws://127.0.0.1) through which the browser at ``cdp_url`` shows only a fresh context.
 
     Each client that connects gets its own new context, removed when it disconnects; the endpoint
-    closes when the block ends (dropping any client still connected).
+    closes when the block ends (dropping any client still connected). With ``confine_to`` (a site
+    URL) the context can reach that site's host and port only (``origin.context_proxy``). Clients
+    that send an Origin header (web pages) are refused: only programs may connect.
     """
     browser_url = await browser_websocket_url(cdp_url)
 
@@ -246,12 +252,15 @@ async def scoped_cdp_endpoint(cdp_url: str, *, connect_timeout_s: float = 10.0) 
         async with connect(
             browser_url, max_size=None, ping_interval=None, compression=None, open_timeout=connect_timeout_s
         ) as browser:
+            params = {"disposeOnDetach": True, **(context_proxy(confine_to) if confine_to else {})}
             created = await asyncio.wait_for(
-                _command(browser, "Target.createBrowserContext", {"disposeOnDetach": True}), connect_timeout_s
+                _command(browser, "Target.createBrowserContext", params), connect_timeout_s
             )
             await _Relay(client, browser, _Scope(context_id=created["browserContextId"])).run()
 
-    server: Server = await serve(handle, "127.0.0.1", 0, max_size=None, ping_interval=None, compression=None)
+    server: Server = await serve(
+        handle, "127.0.0.1", 0, max_size=None, ping_interval=None, compression=None, origins=[None]
+    )
     port = next(iter(server.sockets)).getsockname()[1]
     endpoint = ScopedEndpoint(url=f"ws://127.0.0.1:{port}/devtools/browser/scoped", server=server)
     try:

@@ -31,6 +31,8 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, Field
 
+from webgen_agent.tools.sandbox import Confinement, PidsCgroup
+
 # -- environment ---------------------------------------------------------------------------------
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
@@ -276,12 +278,18 @@ class ManagedProcess:
     """A command in its own process group, cwd confined to a folder, env scrubbed, output to a log."""
 
     def __init__(
-        self, popen: subprocess.Popen, argv: list[str], log_path: Path, registry: ProcessRegistry | None
+        self,
+        popen: subprocess.Popen,
+        argv: list[str],
+        log_path: Path,
+        registry: ProcessRegistry | None,
+        cgroup: PidsCgroup | None = None,
     ) -> None:
         self._popen = popen
         self.argv = argv
         self.log_path = log_path
         self._registry = registry
+        self._cgroup = cgroup
         self._stopped = False
 
     @classmethod
@@ -293,32 +301,55 @@ class ManagedProcess:
         log_path: Path,
         env: Mapping[str, str] | None = None,
         registry: ProcessRegistry | None = None,
+        sandbox: Confinement | None = None,
     ) -> ManagedProcess:
-        """Start ``argv`` now (synchronous: Popen does not block). ``env`` defaults to ``scrubbed_env()``."""
+        """Start ``argv`` now (synchronous: Popen does not block). ``env`` defaults to ``scrubbed_env()``.
+
+        With ``sandbox`` the command runs confined (``tools.sandbox``): under bwrap, with the
+        sandbox's limits and, where one can be made, in a pids cgroup of its own.
+        """
         cwd = Path(cwd)
         if not cwd.is_dir():
             raise FileNotFoundError(f"working folder {cwd} does not exist")
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as log:
-            popen = subprocess.Popen(
-                list(argv),
-                cwd=cwd,
-                env=dict(env) if env is not None else scrubbed_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                close_fds=True,
-            )
+        env = dict(env) if env is not None else scrubbed_env()
+        command, cgroup = list(argv), None
+        if sandbox is not None:
+            command = sandbox.command(command, env)
+            cgroup = PidsCgroup.create(sandbox.settings.max_pids)
+            if cgroup is not None:
+                command = cgroup.enter(command)
+        try:
+            popen = cls._popen_logged(command, cwd, log_path, env)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
         if registry is not None:
             try:
                 registry.add(popen.pid, list(argv))
             except BaseException:  # an unrecorded group could not be reaped later: do not keep it
                 _signal_group(popen.pid, signal.SIGKILL)
                 popen.wait()
+                if cgroup is not None:
+                    cgroup.remove()
                 raise
-        return cls(popen, list(argv), log_path, registry)
+        return cls(popen, list(argv), log_path, registry, cgroup)
+
+    @staticmethod
+    def _popen_logged(argv: list[str], cwd: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
+        with open(log_path, "ab") as log:
+            return subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
 
     @property
     def pid(self) -> int:
@@ -370,6 +401,8 @@ class ManagedProcess:
         self._popen.poll()
         if self._registry is not None:
             self._registry.remove(self.pgid)
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
 
 # -- one-shot commands ---------------------------------------------------------------------------
@@ -396,6 +429,7 @@ async def run_command(
     log_path: Path | None = None,
     registry: ProcessRegistry | None = None,
     tail_lines: int = 40,
+    sandbox: Confinement | None = None,
 ) -> CommandResult:
     """Run a command to completion in its own group; the group is killed on timeout or cancellation.
 
@@ -408,7 +442,7 @@ async def run_command(
         os.close(fd)
         temp_log = log_path = Path(name)
     try:
-        proc = ManagedProcess.start(argv, cwd=cwd, log_path=log_path, env=env, registry=registry)
+        proc = ManagedProcess.start(argv, cwd=cwd, log_path=log_path, env=env, registry=registry, sandbox=sandbox)
         try:
             code = await proc.wait(timeout_s)
         except BaseException:  # CancelledError, KeyboardInterrupt: never leave the group running

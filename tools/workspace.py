@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
@@ -17,6 +18,8 @@ from webgen_agent.tools.bolt import FileAction
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _FORBIDDEN_TOP = {"node_modules", ".git"}
+# One model-written file; generated sources are far smaller, a bigger one is a runaway reply.
+MAX_FILE_BYTES = 2 * 1024 * 1024
 
 
 class PathRefused(ValueError):
@@ -33,6 +36,9 @@ def confine(root: Path, raw_path: str) -> Path:
     path = raw_path.strip().replace("\\", "/")
     if not path or "\x00" in path:
         raise PathRefused("empty or invalid path")
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Cs") for c in path) or unicodedata.normalize("NFKC", path) != path:
+        # Look-alikes (fullwidth solidus, one-dot leaders, ...) and invisible or direction controls.
+        raise PathRefused("the path holds look-alike or control characters; write it in plain characters")
     if path.startswith(("/", "~")) or _DRIVE.match(path):
         raise PathRefused("absolute paths are not allowed; use a path relative to the project root")
     parts = [p for p in PurePosixPath(path).parts if p not in ("", ".")]
@@ -58,12 +64,22 @@ def write_file(root: Path, raw_path: str, content: str) -> str:
     target = confine(root, raw_path)
     if target.is_dir():
         raise PathRefused("a folder already has that name")
+    if "\x00" in content:
+        raise PathRefused("the content holds NUL bytes (binary data); write text files only")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathRefused("the content is not valid text (unpaired surrogate characters)") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise PathRefused(
+            f"the file is {len(data) / 2**20:.1f} MB, over the {MAX_FILE_BYTES // 2**20} MB limit for one file"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.webgen-tmp")
     # O_NOFOLLOW | O_EXCL: never follow a symlink planted between the check and the write.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        handle.write(content)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     os.replace(tmp, target)
     return target.relative_to(root).as_posix()
 

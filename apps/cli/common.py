@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, Settings
+from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, SandboxSettings, Settings
 
 # Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -95,11 +95,26 @@ PROFILE_HELP = (
 )
 
 
-def make_context(settings: Settings, **overrides: Any) -> AgentContext:
+def no_sandbox_option() -> Any:
+    return typer.Option(
+        "--no-sandbox",
+        help="Run generated code (npm install scripts, dev server, shell actions) unconfined, without bubblewrap.",
+    )
+
+
+def make_context(settings: Settings, *, no_sandbox: bool = False, **overrides: Any) -> AgentContext:
+    """The run context from settings and flags; a missing setting or an unusable sandbox ends the command."""
+    from webgen_agent.tools.sandbox import require_sandbox
+
+    if no_sandbox:
+        overrides["sandbox"] = SandboxSettings(enabled=False)
     try:
-        return settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
+        context = settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
+        if context.sandbox.enabled:
+            require_sandbox()
     except ConfigError as exc:
         fail(str(exc))
+    return context
 
 
 def run_async(coro: Any) -> Any:

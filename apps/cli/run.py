@@ -15,6 +15,7 @@ from webgen_agent.apps.cli.common import (
     db_option,
     fail,
     make_context,
+    no_sandbox_option,
     print_result,
     resolve_db,
     run_async,
@@ -39,6 +40,7 @@ def run(
     allow_shell: Annotated[bool, typer.Option(help="Run shell actions the coder writes.")] = False,
     group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
     profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = "default",
+    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
     *,
     settings: Settings,
 ) -> None:
@@ -48,6 +50,7 @@ def run(
 
     context = make_context(
         settings,
+        no_sandbox=no_sandbox,
         max_steps=max_steps,
         error_limit=error_limit,
         critic=critic,
@@ -82,6 +85,7 @@ def run(
 @with_model_flags
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
     *,
     settings: Settings,
 ) -> None:
@@ -90,7 +94,7 @@ def resume(
     from webgen_agent.tools.models import ModelCallError
 
     recorded = RunIndex(settings.db).settings(run_id)
-    context = make_context(settings, **recorded)
+    context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     try:
         result = run_async(
             run_with_view(

@@ -174,7 +174,10 @@ class ScriptedModel:
                     yield event
 
             return StreamingResponse(emit(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
-        return JSONResponse(completion.model_dump(exclude_none=False))
+        # ASCII JSON: a scripted reply may hold text that is not valid UTF-8 (unpaired surrogates,
+        # written as \udcff escapes), as any endpoint's JSON may.
+        content = json.dumps(completion.model_dump(exclude_none=False), ensure_ascii=True)
+        return Response(content, status_code=200, media_type="application/json")
 
 
 class ScriptedServer:

@@ -135,7 +135,7 @@ async def open_gui_session(
     import_browser_use()
     stack = contextlib.AsyncExitStack()
     try:
-        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
+        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
         files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
         # The session's event buses start in this task: give them the lock the agent will share.
         lock = own_event_lock()
@@ -206,7 +206,7 @@ async def run_gui_agent(
                         seconds=round(time.monotonic() - started, 3),
                     )
             # The agent sees one fresh browser context, never the tabs of captures or other agents.
-            endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url))
+            endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
             run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
         # A task of its own, so that the event lock set in it stays with this run's tasks.
         return await asyncio.create_task(_run(spec, run_files, started, endpoint, prepared))

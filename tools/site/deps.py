@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command
+from webgen_agent.tools.sandbox import BUILD_CACHES, Confinement, cacheable_install, own_copies
 from webgen_agent.tools.site.logs import explain, last_lines
 from webgen_agent.tools.site.project import read_package_json
 
@@ -33,7 +34,7 @@ LOCKFILES = ("package-lock.json", "npm-shrinkwrap.json")
 NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
 INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
 # Build caches the dependency cache must not carry from one project to another.
-_CACHE_SKIP = (".vite", ".cache", ".vite-temp")
+_CACHE_SKIP = BUILD_CACHES
 
 
 class InstallResult(BaseModel):
@@ -87,6 +88,7 @@ async def install_dependencies(
     timeout_s: float,
     registry: ProcessRegistry | None,
     log_path: Callable[[], Path],
+    sandbox: Confinement | None = None,
 ) -> InstallResult:
     """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
 
@@ -99,8 +101,12 @@ async def install_dependencies(
         _write_marker(ws, [key, dependency_key(ws)])
         return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
 
+    if sandbox is not None and (ws / "node_modules").is_dir():
+        # Install scripts run with write access to node_modules: never to files the cache shares.
+        await asyncio.to_thread(own_copies, ws / "node_modules")
+
     def attempt(extra: list[str]) -> Awaitable[CommandResult]:
-        return npm_install(ws, extra, timeout_s=timeout_s, log_path=log_path(), registry=registry)
+        return npm_install(ws, extra, timeout_s=timeout_s, log_path=log_path(), registry=registry, sandbox=sandbox)
 
     result = await attempt([])
     # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
@@ -125,13 +131,19 @@ async def install_dependencies(
         )
     keys = [key, dependency_key(ws)]  # npm may have written a lockfile: both keys describe this tree
     _write_marker(ws, keys)
-    if cache is not None:
+    if cache is not None and cacheable_install(ws, read_package_json(ws)):
         await asyncio.to_thread(cache.store, keys, ws)
     return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail))
 
 
 async def npm_install(
-    workspace: Path, extra: list[str], *, timeout_s: float, log_path: Path, registry: ProcessRegistry | None
+    workspace: Path,
+    extra: list[str],
+    *,
+    timeout_s: float,
+    log_path: Path,
+    registry: ProcessRegistry | None,
+    sandbox: Confinement | None = None,
 ) -> CommandResult:
     """One ``npm install`` in ``workspace`` with ``extra`` flags."""
     return await run_command(
@@ -141,6 +153,7 @@ async def npm_install(
         log_path=log_path,
         registry=registry,
         tail_lines=200,
+        sandbox=sandbox,
     )
 
 

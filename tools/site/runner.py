@@ -17,11 +17,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 from pydantic import BaseModel, Field
 
-from webgen_agent.tools.process import ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
+from webgen_agent.tools.process import CommandResult, ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
+from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
 from webgen_agent.tools.site.deps import (
     DepsCache,
     InstallResult,
@@ -40,6 +43,7 @@ from webgen_agent.tools.site.project import (
     start_command,
     start_script,
 )
+from webgen_agent.tools.site.shell import run_shell
 
 Stage = Literal["install", "start", "http", "ok"]
 Kind = Literal["npm", "static"]
@@ -95,8 +99,12 @@ class SiteRunner:
         start_timeout_s: float = 60.0,
         log_dir: Path,
         deps_cache_dir: Path | None = None,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         self.workspace = Path(workspace).resolve()
+        # On unless switched off: ``None`` means the default settings.
+        settings = sandbox if sandbox is not None else SandboxSettings()
+        self.sandbox = settings if settings.enabled else None
         self.registry = registry
         self.install_timeout_s = install_timeout_s
         self.start_timeout_s = start_timeout_s
@@ -118,6 +126,30 @@ class SiteRunner:
     @property
     def server(self) -> ManagedProcess | None:
         return self._server
+
+    def confinement(self, purpose: Literal["install", "server", "shell"]) -> Confinement | None:
+        """The sandbox for one command in this workspace; None when generated code runs unconfined."""
+        if self.sandbox is None:
+            return None
+        # The run's folder around the workspace (logs, other state) is hidden too.
+        return workspace_confinement(self.workspace, self.sandbox, purpose, hide=(self.workspace.parent, self.log_dir))
+
+    def size_problem(self) -> str | None:
+        """A message when the workspace is over the sandbox's size cap (None when unconfined)."""
+        return size_problem(self.workspace, self.sandbox) if self.sandbox is not None else None
+
+    async def shell(self, command: str, *, timeout_s: float, log_path: Path | None = None) -> CommandResult:
+        """Run a model-written shell action in this workspace (sandboxed unless the sandbox is off)."""
+        if self.sandbox is not None and (self.workspace / "node_modules").is_dir():
+            await asyncio.to_thread(own_copies, self.workspace / "node_modules")
+        return await run_shell(
+            command,
+            cwd=self.workspace,
+            timeout_s=timeout_s,
+            registry=self.registry,
+            log_path=log_path,
+            sandbox=self.confinement("shell"),
+        )
 
     def _log_path(self, what: str) -> Path:
         self._serial += 1
@@ -264,6 +296,7 @@ class SiteRunner:
             timeout_s=self.install_timeout_s,
             registry=self.registry,
             log_path=lambda: self._log_path("install"),
+            sandbox=self.confinement("install"),
         )
 
     # -- start ---------------------------------------------------------------------------------
@@ -297,7 +330,12 @@ class SiteRunner:
         log_path = self._log_path("server")
         try:
             server = ManagedProcess.start(
-                argv, cwd=self.workspace, log_path=log_path, env=scrubbed_env(extra), registry=self.registry
+                argv,
+                cwd=self.workspace,
+                log_path=log_path,
+                env=scrubbed_env(extra),
+                registry=self.registry,
+                sandbox=self.confinement("server"),
             )
         except OSError as exc:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
@@ -323,7 +361,10 @@ class SiteRunner:
         async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
             while True:
                 log = read_tail(server.log_path, lines=200)
-                for url in [own, *(u for u in printed_urls(log) if f":{port}/" not in u)]:
+                printed = [u for u in printed_urls(log) if f":{port}/" not in u]
+                # A printed URL counts only when the server itself listens there: a fake "Local:"
+                # line must not send the capture to some other service on this machine.
+                for url in [own, *(u for u in printed if _server_listens(server, u))]:
                     remaining = deadline - time.monotonic()
                     status = await _answers(url, timeout_s=max(0.5, min(10.0, remaining)), client=client)
                     if status is True:
@@ -365,6 +406,23 @@ class SiteRunner:
         server, self._server, self._url = self._server, None, None
         if server is not None:
             await server.stop()
+
+
+def _server_listens(server: ManagedProcess, url: str) -> bool:
+    """Whether a process of the server's tree listens on ``url``'s port."""
+    port = urlsplit(url).port
+    try:
+        leader = psutil.Process(server.pid)
+        tree = [leader, *leader.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for proc in tree:
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 async def _answers(url: str, *, timeout_s: float, client: httpx.AsyncClient | None = None) -> bool | int | None:

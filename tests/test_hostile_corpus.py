@@ -1,0 +1,242 @@
+"""The hostile-output corpus (tests/hostile_corpus.py) replayed through the scripted model server.
+
+Each group is one real run: every coder turn answers with the next hostile reply, the sandbox,
+the site runner and Chromium handle it, and the run goes on to the next one. Every case then
+asserts the message the coder got for it, and every group asserts that nothing escaped: no file
+outside the run, the planted secret nowhere in what the run stored, no hang, no crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hostile_corpus import FILES, NPM, PAGES, Case
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.tools.sandbox import pids_limit_enforced, sandbox_problem
+from webgen_agent.tools.site import free_port
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
+]
+
+SECRET_VALUE = f"CORPUS-SECRET-{uuid.uuid4().hex}"
+ESCAPE_MARK = "webgen-corpus-"
+JUDGE = {"description": "A page.", "score": 2, "suggestions": ["Improve it."]}
+
+
+@dataclass
+class Replay:
+    cases: list[Case]
+    state: dict[str, Any]
+    store: BlobStore
+    base: Path
+    status: str
+    seconds: float
+
+    def step(self, name: str) -> dict[str, Any]:
+        return self.state["steps"][self._index(name)]
+
+    def feedback(self, name: str) -> str:
+        """The last user message of the coder turn after this case: what the model was told."""
+        following = self.state["steps"][self._index(name) + 1]
+        return self.store.get_text(self.store.get_json(following["prompt"])[-1]["hash"])
+
+    def files(self, name: str) -> dict[str, str]:
+        step = self.step(name)
+        return self.store.manifest(step["files"]) if step.get("files") else {}
+
+    def page_text(self, name: str) -> str:
+        step = self.step(name)
+        return self.store.get_json(step["page"])["visible_text"] if step.get("page") else ""
+
+    def _index(self, name: str) -> int:
+        return next(i for i, case in enumerate(self.cases) if case.name == name)
+
+
+@pytest.fixture(scope="module")
+def secret():
+    path = Path.home() / f".{ESCAPE_MARK}secret-{uuid.uuid4().hex[:8]}"
+    path.write_text(SECRET_VALUE)
+    yield path
+    path.unlink(missing_ok=True)
+
+
+def _escapes() -> set[Path]:
+    found: set[Path] = set()
+    for folder in (Path("/tmp"), Path("/var/tmp"), Path.home(), Path.home() / "Downloads"):
+        if folder.is_dir():
+            found |= {p for p in folder.iterdir() if p.name.startswith(ESCAPE_MARK) and "secret" not in p.name}
+    return found
+
+
+async def replay(cases: list[Case], base: Path, secret: Path, **context: Any) -> Replay:
+    port = free_port()
+    other = f"http://127.0.0.1:{port}/v1/models"  # another local service: the model server itself
+    rules: list[dict[str, Any]] = [
+        {
+            "model": "scripted-coder",
+            "turn": i,
+            "content": c.reply.replace("{secret}", str(secret)).replace("{other}", other),
+        }
+        for i, c in enumerate(cases)
+    ]
+    rules += [
+        {"model": "scripted-coder", "content": "finish"},
+        {"model": "scripted-vlm", "schema": "ScreenshotJudgement", "json": JUDGE},
+        {"model": "scripted-feedback", "schema": "Critique", "json": {"checks": [], "diagnosis": "-", "plan": ["-"]}},
+        {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Look at the page."}},
+    ]
+    scenario = Scenario.model_validate({"name": "hostile-corpus", "rules": rules})
+    before = _escapes()
+    started = time.monotonic()
+    with ScriptedServer(scenario, port=port) as server:
+        run_context = scripted_context(
+            server.base_url, max_steps=len(cases) + 1, allow_shell=True, backtrack=False, **context
+        )
+        result = await asyncio.wait_for(
+            run_requirement(
+                "A page.", context=run_context, run_id="corpus", out_dir=base / "out", db_path=base / "webgen.db"
+            ),
+            timeout=900,
+        )
+    seconds = time.monotonic() - started
+    state = await final_state(base / "webgen.db", "corpus")
+    assert _escapes() == before, "a file escaped the sandbox"
+    assert secret.read_text() == SECRET_VALUE
+    for stored in base.rglob("*"):
+        if stored.is_file() and not stored.is_symlink() and stored.stat().st_size < 200_000_000:
+            assert SECRET_VALUE.encode() not in stored.read_bytes(), f"the secret reached {stored}"
+    return Replay(list(cases), state, BlobStore(base / "webgen.db"), base, result.status, seconds)
+
+
+@pytest.fixture(scope="module")
+async def files_run(tmp_path_factory, chromium_path, secret):
+    cases = [c for c in FILES if pids_limit_enforced() or "fork-bomb" not in c.name]
+    return await replay(
+        cases,
+        tmp_path_factory.mktemp("corpus-files"),
+        secret,
+        install_timeout_s=5.0,
+        page_timeout_s=8.0,
+        sandbox=SandboxSettings(workspace_mb=32),
+    )
+
+
+@pytest.fixture(scope="module")
+async def npm_run(tmp_path_factory, chromium_path, secret):
+    cases = [c for c in NPM if pids_limit_enforced() or "fork-bomb" not in c.name]
+    return await replay(
+        cases,
+        tmp_path_factory.mktemp("corpus-npm"),
+        secret,
+        install_timeout_s=60.0,
+        start_timeout_s=6.0,
+        page_timeout_s=8.0,
+    )
+
+
+@pytest.fixture(scope="module")
+async def pages_run(tmp_path_factory, chromium_path, secret):
+    return await replay(PAGES, tmp_path_factory.mktemp("corpus-pages"), secret, page_timeout_s=6.0)
+
+
+def test_the_corpus_has_at_least_30_replies():
+    assert len(FILES) + len(NPM) + len(PAGES) >= 30
+
+
+def _check_messages(run: Replay) -> None:
+    assert run.status == "finished"
+    for case in run.cases:
+        told = run.feedback(case.name)
+        for phrase in case.expect:
+            assert phrase in told, f"{case.name}: the coder was not told {phrase!r}:\n{told[:3000]}"
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+async def test_file_and_shell_replies_end_in_clear_messages(files_run):
+    _check_messages(files_run)
+
+
+async def test_symlinks_fifos_and_devices_are_never_read_or_written_through(files_run):
+    made = files_run.files("symlinks, a device link and a FIFO made by a shell action")
+    assert not {"rootlink", "leak.txt", "zero.js", "pipe.txt"} & set(made)
+    assert not Path("/tmp/webgen-corpus-through.txt").exists()
+    assert "hard.txt" not in files_run.files("hardlinks to files outside the workspace")
+    told = files_run.feedback("hardlinks to files outside the workspace")
+    assert "Invalid cross-device link" in told or "No such file" in told
+
+
+async def test_refused_paths_leave_nothing_behind(files_run):
+    written = files_run.files("'..' in every position")
+    assert set(written) == {"index.html"}
+    assert not any("\u2024" in p or "\uff0f" in p for p in files_run.files("unicode look-alike separators and dots"))
+    assert "big.txt" not in files_run.files("a 10 MB file")
+    assert "nul.txt" not in files_run.files("NUL bytes in a path and in content")
+
+
+async def test_runaway_replies_and_commands_are_bounded(files_run):
+    for name in ("a shell action that loops forever", "a shell action that fork-bombs"):
+        if any(c.name == name for c in files_run.cases):
+            assert sum(files_run.step(name)["timings"].values()) < 120, name
+    prose = files_run.step("a 10 MB reply of prose")
+    assert prose["action"] == "malformed"
+    assert files_run.seconds < 600
+
+
+# -- npm ---------------------------------------------------------------------------------------
+
+
+async def test_npm_replies_end_in_clear_messages(npm_run):
+    _check_messages(npm_run)
+
+
+async def test_install_scripts_run_confined(npm_run):
+    step = npm_run.step("postinstall writes outside and reads a secret")
+    assert step["execution"]["ok"], step["execution"]
+    # The install runs after the step's snapshot: the next step's files hold what it wrote.
+    stolen = npm_run.files("preinstall fails").get("stolen.txt")
+    assert stolen is not None and npm_run.store.get_text(stolen) == "unreadable"
+
+
+async def test_dev_servers_that_misbehave(npm_run):
+    elsewhere = npm_run.step("a dev server on another port that says so")["execution"]
+    assert elsewhere["ok"] and "Elsewhere" in npm_run.page_text("a dev server on another port that says so")
+    assert npm_run.step("a dev server on 0.0.0.0")["execution"]["ok"]
+    fake = npm_run.step("a fake Local: URL pointing at another service")["execution"]
+    assert not fake["ok"] and fake["stage"] == "start"
+    for name in ("a dev script that loops forever", "a dev script that never listens"):
+        assert npm_run.step(name)["execution"]["stage"] == "start"
+        assert sum(npm_run.step(name)["timings"].values()) < 120
+
+
+# -- pages -------------------------------------------------------------------------------------
+
+
+async def test_page_replies_end_in_clear_messages(pages_run):
+    _check_messages(pages_run)
+
+
+async def test_pages_stay_on_their_own_origin(pages_run):
+    assert "root:" not in pages_run.page_text("a page that navigates to file://")
+    assert "Example Domain" not in pages_run.page_text("a page that navigates to an external host")
+    for name in ("endless dialogs", "endless popups", "endless downloads"):
+        step = pages_run.step(name)
+        assert step.get("screenshot"), name  # the capture finished with a picture despite the page
+        assert sum(step["timings"].values()) < 120, name
+    assert pages_run.step("a page that loops forever")["execution"]["stage"] == "render"

@@ -1,0 +1,191 @@
+"""The sandbox for generated code, with real bwrap: what a confined command can and cannot do, its limits,
+the dependency cache it cannot write, and the one-line error and warning around it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.tools.process import run_command
+from webgen_agent.tools.sandbox import (
+    Confinement,
+    SandboxUnavailable,
+    pids_limit_enforced,
+    require_sandbox,
+    sandbox_problem,
+)
+from webgen_agent.tools.site import SiteRunner
+
+pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+
+
+@pytest.fixture
+def planted_secret():
+    """A secret file in the real home folder, removed afterwards."""
+    path = Path.home() / f".webgen-planted-secret-{uuid.uuid4().hex[:8]}"
+    path.write_text("PLANTED-SECRET-VALUE")
+    yield path
+    path.unlink(missing_ok=True)
+
+
+async def confined(workspace: Path, script: str, *, timeout_s: float = 30.0, **limits: int):
+    sandbox = Confinement(workspace=workspace, settings=SandboxSettings(**limits))
+    return await run_command(["bash", "-c", script], cwd=workspace, timeout_s=timeout_s, sandbox=sandbox, tail_lines=80)
+
+
+async def test_a_confined_command_writes_only_its_workspace_and_reads_no_home_secret(tmp_path, planted_secret):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outside = Path("/var/tmp") / f"webgen-escape-{uuid.uuid4().hex[:8]}"
+    script = f"""
+        cat {planted_secret} || echo "secret: unreadable"
+        echo x > {tmp_path}/beside-the-workspace.txt && echo "beside: private"
+        echo x > {outside} && echo "var-tmp: private"
+        echo x > /etc/webgen-escape || echo "etc: refused"
+        echo x > ~/in-home.txt && echo "home: private"
+        echo ok > inside.txt
+        echo "env: $(env | grep -c -i -E 'openai|secret|token')"
+    """
+    os.environ["WEBGEN_TEST_SECRET_TOKEN"] = "do-not-leak"
+    try:
+        result = await confined(workspace, script)
+    finally:
+        del os.environ["WEBGEN_TEST_SECRET_TOKEN"]
+    out = result.output_tail
+    assert result.ok, out
+    assert "PLANTED-SECRET-VALUE" not in out and "secret: unreadable" in out
+    assert "beside: private" in out and "var-tmp: private" in out and "etc: refused" in out
+    assert "home: private" in out and "env: 0" in out
+    assert (workspace / "inside.txt").read_text() == "ok\n"
+    assert not (tmp_path / "beside-the-workspace.txt").exists() and not outside.exists()
+    assert not (Path.home() / "in-home.txt").exists()
+
+
+async def test_everything_a_command_started_dies_with_it(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # A daemonised grandchild (own session, parent gone) would outlive a plain process group.
+    result = await confined(workspace, "setsid sleep 300 & disown; echo started")
+    assert result.ok and "started" in result.output_tail
+    time.sleep(0.5)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]]
+
+
+@pytest.mark.skipif(not pids_limit_enforced(), reason="root without a writable pids cgroup: no process cap here")
+async def test_a_fork_bomb_is_held_at_the_process_cap(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    before = len(psutil.pids())
+    started = time.monotonic()
+    sandbox = Confinement(workspace=workspace, settings=SandboxSettings(max_pids=64))
+    task = run_command(
+        ["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3; echo survived"],
+        cwd=workspace,
+        timeout_s=20,
+        sandbox=sandbox,
+    )
+    import asyncio
+
+    running = asyncio.ensure_future(task)
+    peak = before
+    while not running.done():
+        peak = max(peak, len(psutil.pids()))
+        await asyncio.sleep(0.05)
+    result = running.result()
+    assert peak - before <= 64 + 20  # the cap, plus other engineers' and the test's own processes
+    assert time.monotonic() - started < 20 and not result.timed_out
+    time.sleep(0.5)
+    assert len(psutil.pids()) <= before + 20
+
+
+async def test_cpu_memory_and_file_size_limits_stop_a_runaway_process(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    cpu = await confined(workspace, "node -e 'for(;;){}'", cpu_s=1, timeout_s=30)
+    assert not cpu.timed_out and cpu.exit_code != 0
+    memory = await confined(
+        workspace, "node -e 'const a=[]; for(;;) a.push(new Array(1e6).fill(1))'", memory_mb=256, timeout_s=60
+    )
+    assert not memory.timed_out and memory.exit_code != 0
+    big = await confined(workspace, "head -c 20000000 /dev/zero > big.bin", file_size_mb=1)
+    assert big.exit_code != 0 and (workspace / "big.bin").stat().st_size <= 1024 * 1024
+
+
+async def test_a_dev_server_cannot_write_into_the_shared_dependency_cache(tmp_path, vite_template):
+    workspace = vite_template.make_workspace(tmp_path / "ws")
+    package = (workspace / "package.json").read_text()
+    # The dev script first tries to rewrite a cached file (a hardlink shared with every other run).
+    (workspace / "package.json").write_text(
+        package.replace('"dev": "vite"', '"dev": "echo pwned >> node_modules/react/index.js; vite"')
+    )
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    try:
+        result = await runner.ensure_running()
+        assert result.ok, result.error
+        assert result.install_cached
+        log = runner.server.log_tail(80) if runner.server else ""
+        assert "Read-only file system" in log
+    finally:
+        await runner.stop()
+    cached = next(vite_template.deps_cache_dir.glob("*/node_modules/react/index.js"))
+    assert b"pwned" not in cached.read_bytes()
+    assert b"pwned" not in (workspace / "node_modules" / "react" / "index.js").read_bytes()
+    assert (workspace / "node_modules" / ".vite").is_dir()  # vite's own cache stayed writable
+
+
+async def test_a_shell_action_gets_a_private_copy_of_node_modules(tmp_path, vite_template):
+    workspace = vite_template.make_workspace(tmp_path / "ws")
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    installed = await runner.ensure_dependencies()
+    assert installed.cached
+    result = await runner.shell("echo mine >> node_modules/react/index.js", timeout_s=60)
+    assert result.ok, result.output_tail
+    assert (workspace / "node_modules" / "react" / "index.js").read_text().endswith("mine\n")
+    cached = next(vite_template.deps_cache_dir.glob("*/node_modules/react/index.js"))
+    assert b"mine" not in cached.read_bytes()
+
+
+def test_without_bwrap_the_error_is_one_line_naming_no_sandbox(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sandbox_problem.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable) as raised:
+            require_sandbox()
+    finally:
+        monkeypatch.undo()
+        sandbox_problem.cache_clear()
+    message = str(raised.value)
+    assert "\n" not in message and "--no-sandbox" in message and "bubblewrap" in message
+
+
+def test_the_cli_stops_with_that_line_before_the_run_starts(tmp_path):
+    env = {**os.environ, "PATH": "/nonexistent", "WEBGEN_DB": str(tmp_path / "webgen.db")}
+    done = subprocess.run(
+        [sys.executable, "-m", "webgen_agent", "run", "A page.", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "--no-sandbox" in done.stderr and "bwrap" in done.stderr
+    assert not (tmp_path / "webgen.db").exists()
+
+
+def test_node_and_npm_are_found_inside(tmp_path):
+    """The tools the sandbox needs stay visible even when they live in a hidden folder."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    argv = Confinement(workspace=workspace).command(["npm", "--version"], dict(os.environ))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip()[0].isdigit(), done.stderr
+    assert shutil.which("bwrap")

@@ -1,0 +1,446 @@
+"""The sandbox every process that runs generated code starts in (bubblewrap, resource limits).
+
+``Confinement.command`` turns a command line into a ``bwrap`` command line: the root filesystem
+read-only, the home folders, /tmp and the run's own folder replaced by empty private ones, the
+workspace (and only it) writable, new user, PID, IPC and UTS namespaces, a cleared environment
+holding only an allow-list, and ``prlimit`` setting CPU time, data size, file size and process
+limits inside. The network namespace is shared: installs need the registry and Chromium, outside
+the sandbox, reaches the dev server on loopback.
+
+A fork bomb is stopped by a pids cgroup when one can be made (cgroup v1 ``pids`` or v2, as root),
+else by ``RLIMIT_NPROC`` inside the user namespace, which the kernel enforces per sandbox for a
+non-root caller (for a root caller it does not: hence the cgroup). The PID namespace makes the
+whole tree die with its first process.
+
+Hand-written on top of bwrap because no maintained Python library wraps it; bwrap itself does the
+confining.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from webgen_agent.core.context import ConfigError, SandboxSettings
+
+SANDBOX_HOME = "/tmp/home"  # the private HOME inside (on the sandbox's own /tmp)
+SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # where the real npm cache is bound inside
+_INNER_UID = 1000  # the user a root caller's commands run as inside (a non-root caller keeps its own)
+# Variables a generated process may see; everything else is dropped (the caller's env is already scrubbed).
+_ALLOWED_NAMES = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "CI",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "BROWSER",
+        "PORT",
+        "HOST",
+        "NODE_ENV",
+        "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+    }
+)
+# npm settings that would point npm outside the sandbox's own folders.
+_NPM_PATH_SETTINGS = ("cache", "userconfig", "globalconfig", "prefix", "logs_dir", "tmp")
+_CGROUP_PARENT = "webgen-sandbox"
+# Build caches inside node_modules that dev servers write (vite's optimizer and config bundle,
+# babel and webpack caches); never part of the dependency cache, writable to a sandboxed server.
+BUILD_CACHES = (".vite", ".cache", ".vite-temp")
+# Scripts npm runs during `npm install` of the project itself: model-written code whose effects the
+# dependency key does not cover, so such an install is never stored in the shared cache.
+_INSTALL_SCRIPTS = ("preinstall", "install", "postinstall", "prepublish", "preprepare", "prepare", "postprepare")
+
+
+UNCONFINED_WARNING = (
+    "The sandbox is off (--no-sandbox): generated code (npm install scripts, the dev server, shell "
+    "actions) runs unconfined, as this user, with this user's files and no resource limits."
+)
+
+
+class SandboxUnavailable(ConfigError):
+    """bwrap cannot run here; the message is one line and names --no-sandbox."""
+
+
+@functools.cache
+def sandbox_problem() -> str | None:
+    """Why the sandbox cannot run on this machine (one line), or None when it can. Probed once."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    if shutil.which("prlimit") is None:
+        return "prlimit (util-linux) is not installed"
+    probe = [bwrap, *_namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap does not run ({exc})"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return f"bwrap cannot create its namespaces here ({reason})"
+    return None
+
+
+def require_sandbox() -> None:
+    """Raise SandboxUnavailable (one line, naming --no-sandbox) when bwrap cannot run."""
+    problem = sandbox_problem()
+    if problem is not None:
+        raise SandboxUnavailable(
+            f"The sandbox for generated code cannot start: {problem}. Install bubblewrap "
+            "(scripts/setup.sh does) or pass --no-sandbox to run generated code unconfined."
+        )
+
+
+def _namespace_args() -> list[str]:
+    uid = _INNER_UID if os.geteuid() == 0 else os.geteuid()
+    gid = _INNER_UID if os.geteuid() == 0 else os.getegid()
+    return [
+        "--unshare-user",
+        "--uid",
+        str(uid),
+        "--gid",
+        str(gid),
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
+
+
+def npm_cache_dir() -> Path:
+    """The npm cache the caller's npm uses (``npm_config_cache`` or ~/.npm)."""
+    configured = os.environ.get("npm_config_cache") or os.environ.get("NPM_CONFIG_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".npm"
+
+
+def hidden_folders() -> list[Path]:
+    """Folders replaced by empty ones inside: the homes and the temporary folders."""
+    candidates = [Path.home(), Path("/root"), Path("/home"), Path("/tmp"), Path("/var/tmp"), Path("/run/user")]
+    found: list[Path] = []
+    for path in candidates:
+        with contextlib.suppress(OSError):
+            real = path.resolve()
+            if real != Path("/") and real.is_dir() and real not in found:
+                found.append(real)
+    return found
+
+
+def _under(path: Path, folders: Sequence[Path]) -> bool:
+    return any(path == folder or path.is_relative_to(folder) for folder in folders)
+
+
+def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
+    """Where the command's own tools live (node, npm, the command, this Python): kept visible when hidden.
+
+    A tool in ``.../bin`` keeps its whole prefix (npm's bin links point into ``../lib``); nothing
+    else of a hidden folder is shown.
+    """
+    folders: list[Path] = [Path(sys.prefix), Path(sys.base_prefix)]
+    for tool in ("node", "npm", "npx", *argv[:1]):
+        found = shutil.which(tool, path=env.get("PATH"))
+        if found is None:
+            continue
+        for path in {Path(found).parent, Path(found).resolve().parent}:
+            folders.append(path.parent if path.name == "bin" else path)
+    return folders
+
+
+def sandbox_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a sandboxed command gets: the allow-list, npm settings minus paths, a private HOME."""
+    kept = {}
+    for name, value in env.items():
+        lower = name.lower()
+        if name in _ALLOWED_NAMES or name.startswith("LC_"):
+            kept[name] = value
+        elif lower.startswith("npm_config_") and lower.removeprefix("npm_config_") not in _NPM_PATH_SETTINGS:
+            kept[name] = value
+    kept.update(
+        HOME=SANDBOX_HOME,
+        TMPDIR="/tmp",
+        USER="sandbox",
+        npm_config_cache=SANDBOX_NPM_CACHE,
+        npm_config_logs_dir="/tmp/npm-logs",
+    )
+    return kept
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What one sandboxed command may touch.
+
+    ``workspace`` is writable; ``read_only`` paths inside it are bound read-only over themselves
+    (the dependency cache's hardlinked node_modules), ``writable`` paths inside those are opened
+    again (build caches); ``npm_cache_writable`` lets an install fill npm's cache; ``hide`` adds
+    folders replaced by empty ones (the run folder around the workspace).
+    """
+
+    workspace: Path
+    settings: SandboxSettings = field(default_factory=SandboxSettings)
+    read_only: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    hide: tuple[Path, ...] = ()
+    npm_cache_writable: bool = False
+
+    def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+        """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``)."""
+        workspace = self.workspace.resolve()
+        hidden = sorted({*hidden_folders(), *(p.resolve() for p in self.hide)}, key=lambda p: len(p.parts))
+        args = ["bwrap", "--clearenv", *_namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for folder in hidden:
+            if len(folder.parts) > 1 and folder != workspace:
+                args += ["--tmpfs", str(folder)]
+        for folder in _tool_folders(argv, env):
+            if folder.is_dir() and _under(folder.resolve(), hidden) and not _under(folder.resolve(), [workspace]):
+                args += ["--ro-bind", str(folder), str(folder)]
+        args += ["--dir", SANDBOX_HOME]
+        cache = npm_cache_dir()
+        with contextlib.suppress(OSError):
+            cache.mkdir(parents=True, exist_ok=True)
+        if cache.is_dir():
+            args += ["--bind" if self.npm_cache_writable else "--ro-bind", str(cache), SANDBOX_NPM_CACHE]
+        args += ["--bind", str(workspace), str(workspace)]
+        for path in self.read_only:
+            if path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        for path in self.writable:
+            if path.is_dir():
+                args += ["--bind", str(path), str(path)]
+        for name, value in sandbox_env(env).items():
+            args += ["--setenv", name, value]
+        limits = self.settings
+        mb = 1024 * 1024
+        args = [
+            *args,
+            "--chdir",
+            str(workspace),
+            "--",
+            "prlimit",
+            f"--cpu={limits.cpu_s}",
+            f"--data={limits.memory_mb * mb}",
+            f"--fsize={limits.file_size_mb * mb}",
+            f"--nproc={limits.max_pids}",
+            "--core=0",
+            "--",
+            *argv,
+        ]
+        return args
+
+
+# -- pids cgroup ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def _pids_cgroup_root() -> Path | None:
+    """A folder under which pids cgroups can be made (cgroup v1 or v2), or None."""
+    for base, v2 in ((Path("/sys/fs/cgroup/pids"), False), (Path("/sys/fs/cgroup"), True)):
+        if v2 and "pids" not in _read(base / "cgroup.controllers"):
+            continue
+        if not v2 and not (base / "cgroup.procs").exists():
+            continue
+        parent = base / _CGROUP_PARENT
+        try:
+            parent.mkdir(exist_ok=True)
+            if v2:
+                (parent / "cgroup.subtree_control").write_text("+pids")
+            probe = parent / f"probe-{uuid.uuid4().hex[:8]}"
+            probe.mkdir()
+            ok = (probe / "pids.max").exists()
+            probe.rmdir()
+        except OSError:
+            continue
+        if ok:
+            _sweep(parent)
+            return parent
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _sweep(parent: Path) -> None:
+    """Remove cgroups left by agent processes that are gone (rmdir fails on one still in use)."""
+    for child in parent.iterdir():
+        owner = child.name.split("-", 1)[0]
+        if child.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            with contextlib.suppress(OSError):
+                child.rmdir()
+
+
+def pids_limit_enforced() -> bool:
+    """Whether a fork bomb inside the sandbox is stopped at ``max_pids`` on this machine."""
+    return _pids_cgroup_root() is not None or os.geteuid() != 0
+
+
+@dataclass
+class PidsCgroup:
+    """A pids cgroup for one sandboxed command; ``enter`` prefixes the command so it starts inside."""
+
+    path: Path
+
+    @classmethod
+    def create(cls, max_pids: int) -> PidsCgroup | None:
+        root = _pids_cgroup_root()
+        if root is None:
+            return None
+        path = root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(max_pids))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return None
+        return cls(path)
+
+    def enter(self, argv: Sequence[str]) -> list[str]:
+        # Writing 0 moves the writer: the shell joins the cgroup, then execs the command in place.
+        return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *argv]
+
+    def remove(self) -> None:
+        """Kill whatever is still inside (only ever this sandbox's processes), then remove the cgroup."""
+        for attempt in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                for pid in _read(self.path / "cgroup.procs").split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
+                time.sleep(0.01 * min(attempt + 1, 10))
+
+
+# -- workspace size ------------------------------------------------------------------------------
+
+
+def disk_usage(root: Path) -> int:
+    """Bytes of disk the files under ``root`` take (each inode once, symlinks not followed)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_blocks * 512
+    return total
+
+
+# -- the dependency cache -------------------------------------------------------------------------
+
+
+def own_copies(tree: Path) -> int:
+    """Replace every hardlinked file under ``tree`` by a private copy; returns how many were copied.
+
+    Run before anything may write into a node_modules the dependency cache shares: a write into a
+    hardlinked file would change the cached tree for every run.
+    """
+    copied = 0
+    for dirpath, _dirnames, filenames in os.walk(tree):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            try:
+                if os.lstat(path).st_nlink < 2 or os.path.islink(path):
+                    continue
+                tmp = os.path.join(dirpath, f".{name}.webgen-own")
+                shutil.copy2(path, tmp)
+                os.replace(tmp, path)
+                copied += 1
+            except OSError:
+                continue
+    return copied
+
+
+def cacheable_install(workspace: Path, package: Mapping[str, Any]) -> bool:
+    """Whether an install may be stored in the shared cache: no project install scripts, no .npmrc."""
+    raw = package.get("scripts")
+    scripts: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+    return not any(name in scripts for name in _INSTALL_SCRIPTS) and not (workspace / ".npmrc").exists()
+
+
+def workspace_confinement(
+    workspace: Path,
+    settings: SandboxSettings,
+    purpose: Literal["install", "server", "shell"],
+    *,
+    hide: Sequence[Path] = (),
+) -> Confinement:
+    """The sandbox for one command in a project workspace.
+
+    A dev server sees node_modules read-only (its build caches writable): the tree may be the
+    dependency cache's, shared by hardlinks with other workspaces. Installs and shell actions must
+    get a private copy first (``own_copies``); they may fill npm's cache.
+    """
+    require_sandbox()
+    node_modules = workspace / "node_modules"
+    read_only: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    if purpose == "server" and node_modules.is_dir() and not node_modules.is_symlink():
+        read_only = (node_modules,)
+        for name in BUILD_CACHES:
+            with contextlib.suppress(OSError):
+                (node_modules / name).mkdir(exist_ok=True)
+        writable = tuple(node_modules / name for name in BUILD_CACHES)
+    return Confinement(
+        workspace=workspace,
+        settings=settings,
+        read_only=read_only,
+        writable=writable,
+        hide=tuple(hide),
+        npm_cache_writable=purpose != "server",
+    )
+
+
+def size_problem(workspace: Path, settings: SandboxSettings) -> str | None:
+    """A message for the model when the workspace (node_modules included) is over the size cap."""
+    used = disk_usage(workspace)
+    if used <= settings.workspace_mb * 1024 * 1024:
+        return None
+    return (
+        f"The project folder takes {used / 2**20:.0f} MB, over the {settings.workspace_mb} MB cap for a "
+        "workspace: remove large generated files (nothing may be written outside the project)."
+    )
