@@ -11,15 +11,19 @@ rule written here, from its description, independently of the project's code.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import statistics
 import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from webgen_agent.apps.bench.evaluate import parse_answer, webgen_bench_verdict
+from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -31,6 +35,7 @@ from webgen_agent.tools.bolt import has_repetition, parse_reply
 
 REQUIREMENT = "Build a counter page: it shows a count and an Add button that raises it by one."
 QUOTES = "Build a page that lists three famous quotes."
+CLICKER = "Build a clicker page with an Add button and a count."
 VALIDATED = '<boltAction type="screenshot_validated"/>'
 FINISH = '<boltAction type="finish"/>'
 RAMBLING = " I looked at the screenshot description and the suggestions and I am satisfied with it." * 6
@@ -59,7 +64,7 @@ def grade(value: int) -> dict[str, Any]:
     return {
         "model": "scripted-vlm",
         "schema": "ScreenshotGrade",
-        "not_contains": ["counter page", "famous quotes"],
+        "not_contains": ["counter page", "famous quotes", "clicker page"],
         "times": 1,
         "json": {"analysis": f"Graded {value}.", "grade": value},
     }
@@ -81,17 +86,22 @@ RULES: list[dict[str, Any]] = [
     # Trajectory C (another group): a repetitive edit, then finish.
     coder(0, page("Quotes", REPETITIVE), QUOTES),
     coder(1, FINISH, QUOTES),
-    # The VLM: the grades in the order the edits are captured (A, B, C run one after the other).
+    # Trajectory D (through the CLI): a site, then validated, then finish: three steps.
+    coder(0, page("Clicker", COUNTER, RAISES), CLICKER),
+    coder(1, VALIDATED, CLICKER),
+    coder(2, FINISH, CLICKER),
+    # The VLM: the grades in the order the edits are captured (A, B, C, D run one after the other).
     grade(2),
     grade(4),
     grade(3),
     grade(3),
     grade(5),
     grade(3),
+    grade(4),
     {
         "model": "scripted-vlm",
         "schema": "ScreenshotDescription",
-        "not_contains": ["counter page", "famous quotes"],
+        "not_contains": ["counter page", "famous quotes", "clicker page"],
         "json": {
             "is_error": False,
             "error_message": "",
@@ -157,6 +167,18 @@ async def upstream_runs(tmp_path_factory, chromium_path):
             results[run_id] = await run_requirement(
                 requirement, context=context, run_id=run_id, group_id=group, out_dir=base / run_id, db_path=db
             )
+        # The same kind of model through the command line: `run --profile upstream`.
+        os.environ.setdefault("WEBGEN_CHROMIUM", chromium_path)
+        cli = await asyncio.to_thread(
+            CliRunner().invoke,
+            app,
+            ["run", CLICKER, "--profile", "upstream", "--run-id", "d", "--out", str(base / "d"), "--db", str(db)]
+            + ["--base-url", server.base_url, "--max-steps", "5", "--coder-model", "scripted-coder"]
+            + ["--vlm-model", "scripted-vlm", "--feedback-model", "scripted-feedback"],
+            catch_exceptions=False,
+        )
+        assert cli.exit_code == 0, cli.output
+        results["d"] = cli
         requests = list(server.requests)
     states = {run_id: await final_state(db, run_id) for run_id in results}
     exports = {}
@@ -188,6 +210,18 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 # ---- the transcripts, step by step -------------------------------------------------------------
+
+
+@pytest.mark.e2e
+async def test_an_upstream_trained_reply_sequence_is_three_steps(upstream_runs):
+    """`run --profile upstream`: site, then validated, then finish -> edit / GUI test / finish."""
+    state, store = upstream_runs["states"]["d"], upstream_runs["store"]
+    steps = state["steps"]
+    assert [s["action"] for s in steps] == ["edit", "screenshot_validated", "finish"]
+    assert all(s["format_ok"] and s["action"] != "malformed" for s in steps)
+    assert [bool(s.get("gui_run")) for s in steps] == [True, True, False]  # run on step 1, credited to step 0
+    assert steps[1]["gui_score"] == 3 and png_size(store.get(steps[0]["screenshot"])) == (1024, 768)
+    assert state["profile"] == "upstream" and state["status"] == "finished"
 
 
 @pytest.mark.e2e
@@ -259,9 +293,9 @@ async def test_the_judge_and_gui_agent_ran_where_upstream_runs_them(upstream_run
     grades = [
         r for r in requests if r.rule_index is not None and RULES[r.rule_index].get("schema") == "ScreenshotGrade"
     ]
-    assert len(grades) == 6  # one per edit turn (the no-action reply included), none on a control turn
+    assert len(grades) == 7  # one per edit turn (the no-action reply included), none on a control turn
     summaries = [r for r in requests if r.rule_index is not None and RULES[r.rule_index].get("schema") == "GuiSummary"]
-    assert len(summaries) == 2  # one per screenshot_validated reply
+    assert len(summaries) == 3  # one per screenshot_validated reply
 
 
 @pytest.mark.e2e
@@ -355,7 +389,7 @@ async def test_exported_pools_and_advantages_equal_the_reference(upstream_runs):
 @pytest.mark.e2e
 async def test_loaded_trajectories_know_their_profile(upstream_runs):
     trajectories = await load_trajectories(upstream_runs["db"])
-    assert {t.trajectory_id: t.profile for t in trajectories} == {"a": "upstream", "b": "upstream", "c": "upstream"}
+    assert {t.trajectory_id: t.profile for t in trajectories} == dict.fromkeys("abcd", "upstream")
 
 
 # ---- the reply rules and the benchmark's verdict rule ------------------------------------------
