@@ -40,6 +40,7 @@ RUN_SETTINGS = (
     "critic",
     "gui_max_actions",
     "allow_shell",
+    "profile",
     "viewport_width",
     "viewport_height",
 )

@@ -29,6 +29,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import export_trajectories, load_trajectories
 from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.tools.bolt import has_repetition, parse_reply
@@ -390,6 +391,9 @@ async def test_exported_pools_and_advantages_equal_the_reference(upstream_runs):
 async def test_loaded_trajectories_know_their_profile(upstream_runs):
     trajectories = await load_trajectories(upstream_runs["db"])
     assert {t.trajectory_id: t.profile for t in trajectories} == dict.fromkeys("abcd", "upstream")
+    # Recorded with the run, so that `resume` and `fork` go on under the same rules and window.
+    recorded = RunIndex(upstream_runs["db"]).settings("d")
+    assert (recorded["profile"], recorded["viewport_width"], recorded["viewport_height"]) == ("upstream", 1024, 768)
 
 
 # ---- the reply rules and the benchmark's verdict rule ------------------------------------------
