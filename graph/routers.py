@@ -1,14 +1,17 @@
 """Where the loop goes after each node: named pure functions of the state and the run's limits.
 
 Each returns a ``Literal`` of its destinations; LangGraph reads that return type to draw the edges
-(Studio) and to check the route. The run's limits come from the LangGraph runtime's context.
+(Studio) and to check the route. Inside a run, LangGraph calls ``router(state)`` and the limits come
+from the run's context (the LangGraph runtime); tests and callers may pass ``limits`` themselves.
+(A ``runtime`` parameter would be injected by LangGraph, but not on every path: LangGraph's server
+routes a state update without one, and the router would fail.)
 """
 
 from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
 
 from webgen_agent.core.context import AgentContext, Profile
 from webgen_agent.core.state import AgentState
@@ -39,7 +42,14 @@ DEFAULT_LIMITS: RoutingLimits = AgentContext.model_construct(
 )
 
 
-def limits_of(runtime: Runtime[AgentContext] | None) -> RoutingLimits:
+def limits_of(limits: RoutingLimits | None) -> RoutingLimits:
+    """The given limits, else the running graph's context, else the defaults."""
+    if limits is not None:
+        return limits
+    try:
+        runtime = get_runtime(AgentContext)
+    except RuntimeError:  # called outside a graph run
+        return DEFAULT_LIMITS
     context = runtime.context if runtime is not None else None
     return context if context is not None else DEFAULT_LIMITS
 
@@ -53,9 +63,10 @@ def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:
 
 
 def route_after_coder(
-    state: AgentState, runtime: Runtime[AgentContext]
+    state: AgentState,
+    limits: RoutingLimits | None = None,
 ) -> Literal["executor", "gui_tester", "critic", "backtrack", "finalize"]:
-    context = limits_of(runtime)
+    context = limits_of(limits)
     step = state["steps"][state["current"]]
     action = step["action"]
     if action == "edit":
@@ -75,9 +86,10 @@ def route_after_coder(
 
 
 def route_after_executor(
-    state: AgentState, runtime: Runtime[AgentContext]
+    state: AgentState,
+    limits: RoutingLimits | None = None,
 ) -> Literal["screenshot_judge", "critic", "backtrack"]:
-    context = limits_of(runtime)
+    context = limits_of(limits)
     step = state["steps"][state["current"]]
     execution = step.get("execution")
     if execution is None:
@@ -90,17 +102,20 @@ def route_after_executor(
 
 
 def route_after_judge(
-    state: AgentState, runtime: Runtime[AgentContext]
+    state: AgentState,
+    limits: RoutingLimits | None = None,
 ) -> Literal["gui_tester", "critic", "backtrack"]:
-    context = limits_of(runtime)
+    context = limits_of(limits)
     step = state["steps"][state["current"]]
     if rules_for(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_gui(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["finalize", "critic", "backtrack"]:
-    context = limits_of(runtime)
+def route_after_gui(
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["finalize", "critic", "backtrack"]:
+    context = limits_of(limits)
     edit_step = state.get("edit_step")
     if edit_step is None:
         raise RoutingError("a GUI test ended with no code-edit step under test")
@@ -114,15 +129,16 @@ def route_after_gui(state: AgentState, runtime: Runtime[AgentContext]) -> Litera
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Literal["refiner", "finalize"]:
-    context = limits_of(runtime)
+def route_after_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner", "finalize"]:
+    context = limits_of(limits)
     return "finalize" if _budget_spent(state, context) else "refiner"
 
 
 def route_after_backtrack(
-    state: AgentState, runtime: Runtime[AgentContext]
+    state: AgentState,
+    limits: RoutingLimits | None = None,
 ) -> Literal["refiner", "generator", "finalize"]:
-    context = limits_of(runtime)
+    context = limits_of(limits)
     if _budget_spent(state, context):
         return "finalize"
     return "refiner" if state.get("messages") else "generator"

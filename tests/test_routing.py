@@ -1,7 +1,6 @@
 """Routing and best-step selection: pure functions over state, checked against the upstream rules."""
 
 import pytest
-from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.graph.builder import compile_graph
@@ -17,9 +16,8 @@ from webgen_agent.nodes.selection import best_good_step, best_step
 
 
 def ctx(**overrides):
-    """The runtime a router receives inside a run: the run's context."""
     role = ModelSettings(model="m", base_url="http://x/v1")
-    return Runtime(context=AgentContext(coder=role, vlm=role, feedback=role, **overrides))
+    return AgentContext(coder=role, vlm=role, feedback=role, **overrides)
 
 
 def step(index, *, shot=0, gui=0, errored=False, action="edit", files="f", ok=True):
