@@ -183,6 +183,7 @@ async def build_site(
         log_path=work_dir / "logs" / "build.log",
         registry=registry,
         tail_lines=30,
+        sandbox=runner.confinement("server"),  # like a dev server: node_modules (the cache's) read-only
     )
     if not result.ok:
         why = f"did not finish within {timeout_s:g} s" if result.timed_out else f"failed (exit code {result.exit_code})"

@@ -11,7 +11,7 @@ The baseline, written here without SiteRunner or SharedBrowser, does what upstre
 does at every step: a fresh copy of the project without node_modules, `npm install`, `npm run dev`
 until the log prints the URL, a fixed 3 s wait, a new Chromium for one screenshot.
 
-    .venv/bin/python -m benchmarks.step_overhead
+    .venv/bin/python -m benchmarks.step_overhead [--no-sandbox]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import os
 import re
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.context import find_chromium
+from webgen_agent.core.context import SandboxSettings, find_chromium
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.site import NPM_INSTALL, SiteRunner, free_port
@@ -105,7 +106,9 @@ async def agent_run(base: Path, server_url: str, rep: int, base_cache: Path) -> 
     db = folder / "webgen.db"
     folder.mkdir()
     cache = hardlink_copy(base_cache, folder / "deps-cache")  # this database folder's own cache
-    context = scripted_context(server_url, max_steps=STEPS, backtrack=False)
+    # --no-sandbox measures the same steps with generated code unconfined (the sandbox's cost).
+    sandbox = SandboxSettings(enabled="--no-sandbox" not in sys.argv)
+    context = scripted_context(server_url, max_steps=STEPS, backtrack=False, sandbox=sandbox)
     async with use_resources(Resources(db, deps_cache_dir=cache)):
         await run_requirement("A todo app.", context=context, run_id=f"steps-{rep}", out_dir=folder / "out", db_path=db)
     steps = (await final_state(db, f"steps-{rep}"))["steps"]

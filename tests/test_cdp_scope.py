@@ -258,3 +258,42 @@ async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
         await resources.prepare_gui_session("run-b", 1, f"{site}/other.html", context)
     # Closing the resources closes the session nobody took, then the browser.
     assert not browser.healthy
+
+
+async def test_a_confined_context_reaches_only_its_site_and_web_pages_cannot_connect(
+    shared_browser: SharedBrowser, site: str
+) -> None:
+    from websockets.exceptions import InvalidStatus
+
+    async with scoped_cdp_endpoint(shared_browser.ws_url, confine_to=site + "/todo.html") as endpoint:
+        # A page of the site (or any page) that finds the relay's port cannot drive the browser.
+        with pytest.raises(InvalidStatus):
+            async with connect(endpoint.url, origin="http://127.0.0.1:1"):  # type: ignore[arg-type]
+                pass
+        async with connect(endpoint.url, max_size=None) as connection:
+            ids = itertools.count(1)
+
+            async def command(method: str, params: dict[str, Any], session: str | None = None) -> dict[str, Any]:
+                request_id = next(ids)
+                message: dict[str, Any] = {"id": request_id, "method": method, "params": params}
+                if session:
+                    message["sessionId"] = session
+                await connection.send(json.dumps(message))
+                while True:
+                    answer = json.loads(await asyncio.wait_for(connection.recv(), 20))
+                    if answer.get("id") == request_id:
+                        return answer
+
+            target = (await command("Target.createTarget", {"url": site + "/todo.html"}))["result"]["targetId"]
+            attached = await command("Target.attachToTarget", {"targetId": target, "flatten": True})
+            session = attached["result"]["sessionId"]
+
+            async def fetch(url: str) -> str:
+                expression = f"fetch({url!r}, {{mode: 'no-cors'}}).then(() => 'ok', () => 'blocked')"
+                answer = await command("Runtime.evaluate", {"expression": expression, "awaitPromise": True}, session)
+                return str(answer["result"]["result"]["value"])
+
+            await asyncio.sleep(0.5)
+            assert await fetch(site + "/todo.html") == "ok"
+            assert await fetch(shared_browser.cdp_url + "/json/version") == "blocked"  # another local port
+            assert await fetch("http://example.com/") == "blocked"

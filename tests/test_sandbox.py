@@ -189,3 +189,42 @@ def test_node_and_npm_are_found_inside(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip()[0].isdigit(), done.stderr
     assert shutil.which("bwrap")
+
+
+async def test_no_sandbox_runs_unconfined_with_a_warning_in_run_json_and_the_progress_view(tmp_path, chromium_path):
+    import json
+
+    from rich.console import Console
+
+    from webgen_agent.apps.demo import scripted_context
+    from webgen_agent.apps.progress import ProgressView
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
+    from webgen_agent.graph.api import run_requirement
+
+    page = '<boltArtifact id="p" title="p"><boltAction type="file" filePath="index.html"><h1>Hi</h1></boltAction></boltArtifact>'
+    scenario = Scenario.model_validate(
+        {
+            "name": "unconfined",
+            "rules": [
+                {"model": "scripted-coder", "turn": 0, "content": page},
+                {"model": "scripted-coder", "content": "finish"},
+                {"model": "scripted-vlm", "json": {"description": "A heading.", "score": 2, "suggestions": []}},
+            ],
+        }
+    )
+    console = Console(record=True, width=200)
+    with ScriptedServer(scenario) as server:
+        context = scripted_context(server.base_url, max_steps=2, sandbox=SandboxSettings(enabled=False))
+        with ProgressView(console, "unconfined") as view:
+            result = await run_requirement(
+                "A page.",
+                context=context,
+                run_id="u",
+                out_dir=tmp_path / "out",
+                db_path=tmp_path / "webgen.db",
+                on_progress=view.on_event,
+            )
+    summary = json.loads((Path(result.out_dir) / "run.json").read_text())
+    assert any("--no-sandbox" in w and "unconfined" in w for w in summary["warnings"])
+    assert "warning: The sandbox is off" in console.export_text()
