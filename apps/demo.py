@@ -14,6 +14,7 @@ from webgen_agent.apps.report.html import write_report
 from webgen_agent.apps.report.model import REPORT_NAME
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.graph.api import RunResult, run_requirement
 
@@ -39,7 +40,9 @@ def scripted_context(base_url: str, **overrides: Any) -> AgentContext:
     )
 
 
-async def run_demo(*, out_dir: Path | None, db_path: Path, console: Console | None = None) -> RunResult:
+async def run_demo(
+    *, out_dir: Path | None, db_path: str | Path | Database, console: Console | None = None
+) -> RunResult:
     """Play the demo scenario; the run's folder ends up with the site, screenshots and ``report.html``."""
     scenario = Scenario.load(scenario_path("demo"))
     run_id = time.strftime("demo-%Y%m%d-%H%M%S")

@@ -17,12 +17,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from pydantic import BaseModel
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.rewards import PoolEntry, advantages, group_stats, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
-from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.views import (
     ChatMessage,
@@ -90,7 +90,7 @@ class Trajectory:
 
 
 async def load_trajectories(
-    db_path: str | Path, *, groups: Sequence[str] | None = None, include_unfinished: bool = False
+    db_path: str | Path | Database, *, groups: Sequence[str] | None = None, include_unfinished: bool = False
 ) -> list[Trajectory]:
     """Final states of the runs (finished ones unless ``include_unfinished``), ordered by group."""
     wanted = set(groups or [])
@@ -106,32 +106,6 @@ async def load_trajectories(
     ]
     trajectories.sort(key=lambda t: (t.group_id, t.run.created_at, t.trajectory_id))
     return trajectories
-
-
-async def final_values(
-    saver: AsyncSqliteSaver, thread_ids: Sequence[str], *, batch: int = 500
-) -> dict[str, dict[str, Any]]:
-    """The channel values of each thread's latest checkpoint: ``graph.aget_state(...).values``.
-
-    Read in batches straight from the saver's table and decoded by its serializer: aget_state costs
-    a dozen aiosqlite round trips per run, too slow for exports of thousands of runs. A graph
-    superstep here runs one node, so a run's latest checkpoint holds all its committed writes.
-    """
-    found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(thread_ids), batch):
-        chunk = list(thread_ids[start : start + batch])
-        marks = ",".join("?" * len(chunk))
-        query = (
-            "SELECT c.thread_id, c.type, c.checkpoint FROM checkpoints AS c JOIN ("
-            f"SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
-            f"AND thread_id IN ({marks}) GROUP BY thread_id) AS latest "
-            "ON c.thread_id = latest.thread_id AND c.checkpoint_id = latest.last AND c.checkpoint_ns = ''"
-        )
-        async with saver.conn.execute(query, chunk) as cursor:
-            rows = await cursor.fetchall()
-        for thread_id, type_, payload in rows:
-            found[thread_id] = dict(saver.serde.loads_typed((type_, payload))["channel_values"])
-    return found
 
 
 class BlobTexts:
@@ -445,7 +419,7 @@ async def export_trajectories(
     export_format: ExportFormat,
     out: str | Path,
     *,
-    db_path: str | Path,
+    db_path: str | Path | Database,
     groups: Sequence[str] | None = None,
     min_score: float | None = None,
     include_unfinished: bool = False,

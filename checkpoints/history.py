@@ -9,6 +9,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 from pydantic import Field
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.steps import StepView
 
 
@@ -18,7 +19,7 @@ class HistoryRow(StepView):
     checkpoint_id: str = Field(description="The checkpoint after this step's last node: fork from here.")
 
 
-async def final_state(db_path: str | Path, run_id: str) -> dict[str, Any]:
+async def final_state(db_path: str | Path | Database, run_id: str) -> dict[str, Any]:
     """The run's latest checkpointed state (empty when the run has no checkpoints).
 
     Read from the checkpoint itself, so that remembering needs no graph: the saved channel values

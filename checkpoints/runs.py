@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import json
 import os
+import socket
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any, Literal
 
 import psutil
+import sqlite_utils
 from pydantic import BaseModel, Field
 
-from webgen_agent.checkpoints.store import open_database
+from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 
 RunStatus = Literal["running", "finished", "failed", "interrupted"]
 
@@ -35,6 +40,7 @@ class RunRecord(BaseModel):
     best_screenshot: int = 0
     best_gui: int = 0
     settings: str = Field(default="{}", description="Non-secret run settings (JSON) reused on resume.")
+    host: str = Field(default="", description="The machine whose process runs it (liveness is judged there).")
 
 
 def new_run_id() -> str:
@@ -48,55 +54,145 @@ def _process_started(pid: int) -> float:
         return 0.0
 
 
-class RunIndex:
-    """sqlite-utils access to the runs table in the run database."""
+_INT_COLUMNS = ("fork_step", "chosen_step", "pid", "steps", "best_screenshot", "best_gui")
+_FLOAT_COLUMNS = ("created_at", "updated_at", "pid_started")
+COLUMNS = tuple(RunRecord.model_fields)
 
-    def __init__(self, db_path: str | Path) -> None:
-        self.db = open_database(db_path)
+
+class _SqliteRuns:
+    """The runs table in a SQLite file (sqlite-utils)."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite_utils.Database(open_sqlite(path))
+        self.lock = threading.Lock()
         if "runs" not in self.db.table_names():
-            columns = {
-                name: (field.annotation if field.annotation in (str, int, float) else str)
-                for name, field in RunRecord.model_fields.items()
-            }
-            columns.update(
-                fork_step=int,
-                chosen_step=int,
-                pid=int,
-                steps=int,
-                best_screenshot=int,
-                best_gui=int,
-                created_at=float,
-                updated_at=float,
-                pid_started=float,
-            )
+            columns: dict[str, Any] = {name: str for name in COLUMNS}
+            columns.update({name: int for name in _INT_COLUMNS}, **{name: float for name in _FLOAT_COLUMNS})
             self.db.table("runs").create(columns, pk="run_id", if_not_exists=True)
             self.db.table("runs").create_index(["group_id"], if_not_exists=True)
+
+    def upsert(self, row: dict[str, Any]) -> None:
+        with self.lock:
+            self.db.table("runs").upsert(row, pk="run_id", alter=True)  # alter: databases from before a new column
+
+    def update(self, run_id: str, fields: dict[str, Any]) -> None:
+        with self.lock:
+            self.db.table("runs").update(run_id, fields, alter=True)
+
+    def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
+        where, args = (
+            ("run_id = ?", [run_id])
+            if run_id is not None
+            else ("group_id = ?", [group_id])
+            if group_id is not None
+            else (None, None)
+        )
+        with self.lock:
+            return list(self.db.table("runs").rows_where(where, args, order_by="created_at"))
+
+    def delete(self, run_id: str) -> None:
+        with self.lock:
+            self.db.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+
+
+class _PostgresRuns:
+    """The runs table on a PostgreSQL server (the process's shared connection pool)."""
+
+    def __init__(self, url: str) -> None:
+        self.pool = pools.get(url, _create_postgres_runs)
+
+    def upsert(self, row: dict[str, Any]) -> None:
+        names = [name for name in COLUMNS if name in row]
+        updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name != "run_id")
+        with self.pool.connection() as conn:
+            conn.execute(
+                f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))}) "
+                f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
+                [row[name] for name in names],
+            )
+
+    def update(self, run_id: str, fields: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{name} = %s" for name in fields)
+        with self.pool.connection() as conn:
+            conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = %s", [*fields.values(), run_id])
+
+    def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
+        query = f"SELECT {', '.join(COLUMNS)} FROM runs"
+        args: list[Any] = []
+        if run_id is not None:
+            query, args = query + " WHERE run_id = %s", [run_id]
+        elif group_id is not None:
+            query, args = query + " WHERE group_id = %s", [group_id]
+        with self.pool.connection() as conn:
+            rows = conn.execute(query + " ORDER BY created_at", args).fetchall()
+        return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+
+    def delete(self, run_id: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("DELETE FROM runs WHERE run_id = %s", [run_id])
+
+
+def _postgres_type(name: str) -> str:
+    if name in _INT_COLUMNS:
+        return "BIGINT"
+    if name in _FLOAT_COLUMNS:
+        return "DOUBLE PRECISION"
+    return "TEXT"
+
+
+def _create_postgres_runs(conn: Any) -> None:
+    columns = ", ".join(f"{name} {_postgres_type(name)}" for name in COLUMNS if name != "run_id")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, {columns})")
+    for name in COLUMNS:  # a column added to RunRecord later
+        conn.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {_postgres_type(name)}")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_group_id_idx ON runs (group_id)")
+
+
+class RunIndex:
+    """The runs table of a run database (SQLite or PostgreSQL).
+
+    Synchronous and thread-safe; code on an event loop uses the ``a``-prefixed methods.
+    """
+
+    def __init__(self, db: str | Path | Database) -> None:
+        self.database = Database.of(db)
+        self._table: _SqliteRuns | _PostgresRuns = (
+            _PostgresRuns(self.database.url) if self.database.is_postgres else _SqliteRuns(self.database.path)
+        )
 
     def start(self, record: RunRecord) -> RunRecord:
         record.pid = os.getpid()
         record.pid_started = _process_started(record.pid)
+        record.host = socket.gethostname()
         record.status = "running"
         record.updated_at = time.time()
-        self.db.table("runs").upsert(record.model_dump(), pk="run_id")
+        self._table.upsert(record.model_dump())
         return record
 
     def update(self, run_id: str, **fields: Any) -> None:
+        unknown = set(fields) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown run fields: {', '.join(sorted(unknown))}")
         fields["updated_at"] = time.time()
-        self.db.table("runs").update(run_id, fields)
+        self._table.update(run_id, fields)
 
     def get(self, run_id: str) -> RunRecord | None:
-        rows = list(self.db["runs"].rows_where("run_id = ?", [run_id]))
-        return self._with_liveness(RunRecord(**rows[0])) if rows else None
+        rows = self._table.rows(run_id=run_id)
+        return self._with_liveness(_record(rows[0])) if rows else None
 
     def list(self, group_id: str | None = None) -> list[RunRecord]:
-        where, args = ("group_id = ?", [group_id]) if group_id is not None else (None, None)
-        rows = self.db["runs"].rows_where(where, args, order_by="created_at")
-        return [self._with_liveness(RunRecord(**row)) for row in rows]
+        return [self._with_liveness(_record(row)) for row in self._table.rows(group_id=group_id)]
+
+    def delete(self, run_id: str) -> None:
+        self._table.delete(run_id)
 
     @staticmethod
     def _with_liveness(record: RunRecord) -> RunRecord:
-        """A 'running' run whose process is gone was interrupted (Ctrl-C, kill -9, reboot)."""
-        if record.status == "running":
+        """A 'running' run of this machine whose process is gone was interrupted (Ctrl-C, kill -9, reboot).
+
+        A run of another machine is left as recorded: its driver marks it when its worker dies.
+        """
+        if record.status == "running" and record.host in ("", socket.gethostname()):
             started = _process_started(record.pid)
             if not started or abs(started - record.pid_started) > 1.0:
                 record.status = "interrupted"
@@ -105,3 +201,24 @@ class RunIndex:
     def settings(self, run_id: str) -> dict[str, Any]:
         record = self.get(run_id)
         return json.loads(record.settings) if record else {}
+
+    # -- the same, off the event loop ---------------------------------------------------------
+    async def astart(self, record: RunRecord) -> RunRecord:
+        return await asyncio.to_thread(self.start, record)
+
+    async def aupdate(self, run_id: str, **fields: Any) -> None:
+        await asyncio.to_thread(self.update, run_id, **fields)
+
+    async def aget(self, run_id: str) -> RunRecord | None:
+        return await asyncio.to_thread(self.get, run_id)
+
+    async def alist(self, group_id: str | None = None) -> builtins.list[RunRecord]:
+        return await asyncio.to_thread(self.list, group_id)
+
+    async def adelete(self, run_id: str) -> None:
+        await asyncio.to_thread(self.delete, run_id)
+
+
+def _record(row: dict[str, Any]) -> RunRecord:
+    """A row as a record; a column a row lacks (NULL: added after it was written) takes its default."""
+    return RunRecord(**{name: value for name, value in row.items() if value is not None})

@@ -1,4 +1,4 @@
-"""LangGraph's async SQLite checkpointer on the run database, storing state by content.
+"""LangGraph's async checkpointer on the run database (SQLite or PostgreSQL), storing state by content.
 
 The SQLite saver writes every channel value into every checkpoint (several per step). Stored as is,
 the step log and the conversation would be copied again at every node, and storage would grow with
@@ -9,7 +9,9 @@ hashes and an unchanged value costs nothing the next time: storage grows with wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
@@ -18,11 +20,12 @@ from typing import Any
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from webgen_agent.checkpoints.database import Database, require_psycopg
 from webgen_agent.checkpoints.store import BlobStore, sha256
 
 _BLOB = "__webgen_blob__"  # {_BLOB: hash}: the value is in the blob store
@@ -42,6 +45,7 @@ class ContentAddressedSerde(SerializerProtocol):
         self._links: dict[tuple[str, str], str] = {}  # (previous link, element hash) -> link hash
         self._link_parts: dict[str, tuple[str, str]] = {}  # link hash -> (previous link, element hash)
         self._stored: set[str] = set()  # hashes known to be in the store (skip re-compressing them)
+        self._lock = threading.Lock()  # the PostgreSQL saver calls in from worker threads
 
     # -- SerializerProtocol --------------------------------------------------------------------
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -75,14 +79,16 @@ class ContentAddressedSerde(SerializerProtocol):
         return digest
 
     def _get(self, digest: str) -> Any:
-        if digest in self._cache:
-            self._cache.move_to_end(digest)
-            return self._cache[digest]
+        with self._lock:
+            if digest in self._cache:
+                self._cache.move_to_end(digest)
+                return self._cache[digest]
         type_, _, data = self.store.get(digest).partition(b"\0")
         value = self.inner.loads_typed((type_.decode(), data))
-        self._cache[digest] = value
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[digest] = value
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
         return value
 
     def _pack(self, value: Any) -> Any:
@@ -173,16 +179,25 @@ class AtomicWritesSaver(AsyncSqliteSaver):
 
 
 @contextlib.asynccontextmanager
-async def open_checkpointer(db_path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
-    """An AsyncSqliteSaver; must be opened inside the running event loop."""
-    path = Path(db_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+async def open_checkpointer(db: str | Path | Database) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The run database's LangGraph checkpointer (SQLite or PostgreSQL), storing state by content.
+
+    Must be opened inside the running event loop.
+    """
+    database = Database.of(db)
+    if database.is_postgres:
+        require_psycopg()
+        from webgen_agent.checkpoints.postgres import open_postgres_checkpointer
+
+        async with open_postgres_checkpointer(database, ContentAddressedSerde) as shared_saver:
+            yield shared_saver
+        return
+    # The blob store opens (and, for a new file, converts to WAL) first: see database.open_sqlite.
+    store = await asyncio.to_thread(BlobStore, database)
     # Autocommit: no write transaction stays open across an await, so the blob store's synchronous
-    # writes on the event-loop thread can never wait on a lock this connection holds (a deadlock).
-    conn = await aiosqlite.connect(str(path), timeout=60.0, isolation_level=None)
-    store = BlobStore(path)
+    # writes can never wait on a lock this connection holds (a deadlock).
+    conn = await aiosqlite.connect(str(database.path), timeout=60.0, isolation_level=None)
     try:
-        await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=60000")
         saver = AtomicWritesSaver(conn, serde=ContentAddressedSerde(store))
         await saver.setup()
@@ -190,3 +205,36 @@ async def open_checkpointer(db_path: str | Path) -> AsyncIterator[AsyncSqliteSav
     finally:
         await conn.close()
         store.close()
+
+
+async def final_values(
+    saver: BaseCheckpointSaver[Any], thread_ids: Sequence[str], *, batch: int = 500
+) -> dict[str, dict[str, Any]]:
+    """The channel values of each thread's latest checkpoint: ``graph.aget_state(...).values``.
+
+    SQLite: read in batches straight from the saver's table and decoded by its serializer
+    (aget_state costs a dozen aiosqlite round trips per run, too slow for exports of thousands of
+    runs). PostgreSQL: one query per thread through the saver. A graph superstep here runs one
+    node, so a run's latest checkpoint holds all its committed writes.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    if not isinstance(saver, AsyncSqliteSaver):
+        for thread_id in thread_ids:
+            found_tuple = await saver.aget_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+            if found_tuple is not None:
+                found[thread_id] = dict(found_tuple.checkpoint["channel_values"])
+        return found
+    for start in range(0, len(thread_ids), batch):
+        chunk = list(thread_ids[start : start + batch])
+        marks = ",".join("?" * len(chunk))
+        query = (
+            "SELECT c.thread_id, c.type, c.checkpoint FROM checkpoints AS c JOIN ("
+            f"SELECT thread_id, MAX(checkpoint_id) AS last FROM checkpoints WHERE checkpoint_ns = '' "
+            f"AND thread_id IN ({marks}) GROUP BY thread_id) AS latest "
+            "ON c.thread_id = latest.thread_id AND c.checkpoint_id = latest.last AND c.checkpoint_ns = ''"
+        )
+        async with saver.conn.execute(query, chunk) as cursor:
+            rows = await cursor.fetchall()
+        for thread_id, type_, payload in rows:
+            found[thread_id] = dict(saver.serde.loads_typed((type_, payload))["channel_values"])
+    return found

@@ -1,4 +1,4 @@
-"""Content-addressed blob store (sha256 -> bytes) in the run database.
+"""Content-addressed blob store (sha256 -> bytes) in the run database (SQLite or PostgreSQL).
 
 File trees, screenshots, logs and long messages live here; graph state holds only their hashes, so
 a checkpoint stays a few kilobytes and storage grows with what changed, not with project size
@@ -7,10 +7,10 @@ times steps. A file tree is a *manifest*: a JSON blob mapping relative paths to 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
-import sqlite3
 import threading
 import zlib
 from collections import OrderedDict
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
+from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 
 # Folders that are build output or caches, never part of a project's snapshot.
 SKIPPED_DIRS = frozenset({"node_modules", ".git", "dist", "build", ".vite", ".next", ".cache", ".turbo"})
@@ -38,30 +38,85 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def open_database(path: str | Path) -> sqlite_utils.Database:
-    """Open (creating folders) a database in WAL mode, safe for several runs at once."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=60000")
-    return sqlite_utils.Database(conn)
+class _SqliteBlobs:
+    """The ``blobs`` table in a SQLite file: one connection, serialised by a lock."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = open_sqlite(path)
+        self.lock = threading.Lock()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, size INTEGER, codec TEXT, data BLOB)"
+        )
+
+    def insert(self, digest: str, size: int, codec: str, payload: bytes) -> None:
+        with self.lock:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)",
+                [digest, size, codec, payload],
+            )
+
+    def select(self, digests: list[str]) -> list[tuple[str, str, bytes]]:
+        marks = ",".join("?" * len(digests))
+        with self.lock:
+            return self.conn.execute(f"SELECT hash, codec, data FROM blobs WHERE hash IN ({marks})", digests).fetchall()
+
+    def total_bytes(self) -> int:
+        with self.lock:
+            return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _PostgresBlobs:
+    """The ``blobs`` table on a PostgreSQL server, through the process's shared connection pool."""
+
+    def __init__(self, url: str) -> None:
+        self.pool = pools.get(url, _create_postgres_blobs)
+
+    def insert(self, digest: str, size: int, codec: str, payload: bytes) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO blobs (hash, size, codec, data) VALUES (%s, %s, %s, %s) ON CONFLICT (hash) DO NOTHING",
+                [digest, size, codec, payload],
+            )
+
+    def select(self, digests: list[str]) -> list[tuple[str, str, bytes]]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT hash, codec, data FROM blobs WHERE hash = ANY(%s)", [digests]).fetchall()
+        return [(row[0], row[1], bytes(row[2])) for row in rows]
+
+    def total_bytes(self) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT COALESCE(SUM(octet_length(data)), 0) FROM blobs").fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        """The pool is shared by every store of this process; it closes at exit."""
+
+
+def _create_postgres_blobs(conn: Any) -> None:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, size BIGINT NOT NULL, codec TEXT NOT NULL, "
+        "data BYTEA NOT NULL)"
+    )
 
 
 class BlobStore:
-    """sha256-keyed blobs in table ``blobs`` (zlib-compressed when that helps)."""
+    """sha256-keyed blobs in table ``blobs`` (zlib-compressed when that helps), SQLite or PostgreSQL.
 
-    def __init__(self, db_path: str | Path) -> None:
-        self.path = Path(db_path)
-        self.db = open_database(self.path)
+    The methods are synchronous and thread-safe (LangGraph's checkpointer calls the serializer from
+    worker threads); code on an event loop uses the ``a``-prefixed ones, which run them in a thread.
+    """
+
+    def __init__(self, db: str | Path | Database) -> None:
+        self.database = Database.of(db)
+        self._table: _SqliteBlobs | _PostgresBlobs = (
+            _PostgresBlobs(self.database.url) if self.database.is_postgres else _SqliteBlobs(self.database.path)
+        )
         self._lock = threading.Lock()
         self._cache = _BlobCache(_CACHE_BYTES, _CACHE_ITEM_MAX)
         self._known: OrderedDict[str, None] = OrderedDict()
-        if "blobs" not in self.db.table_names():
-            self.db.table("blobs").create(
-                {"hash": str, "size": int, "codec": str, "data": bytes}, pk="hash", if_not_exists=True
-            )
 
     # -- bytes -------------------------------------------------------------------------------
     def put(self, data: bytes) -> str:
@@ -74,11 +129,8 @@ class BlobStore:
             packed = zlib.compress(data, 1)
             if len(packed) < len(data) * 0.9:
                 codec, payload = "zlib", packed
+        self._table.insert(digest, len(data), codec, payload)
         with self._lock:
-            self.db.execute(
-                "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)",
-                [digest, len(data), codec, payload],
-            )
             self._remember(digest)
             self._cache.add(digest, data)
         return digest
@@ -86,12 +138,12 @@ class BlobStore:
     def get(self, digest: str) -> bytes:
         with self._lock:
             cached = self._cache.get(digest)
-            if cached is not None:
-                return cached
-            row = self.db.execute("SELECT codec, data FROM blobs WHERE hash = ?", [digest]).fetchone()
-        if row is None:
-            raise KeyError(f"blob {digest[:12]} is not in {self.path}")
-        codec, payload = row
+        if cached is not None:
+            return cached
+        rows = self._table.select([digest])
+        if not rows:
+            raise KeyError(f"blob {digest[:12]} is not in {self.database}")
+        _, codec, payload = rows[0]
         data = zlib.decompress(payload) if codec == "zlib" else bytes(payload)
         with self._lock:
             self._remember(digest)
@@ -110,11 +162,7 @@ class BlobStore:
         wanted = list(dict.fromkeys(digests))
         found: dict[str, bytes] = {}
         for start in range(0, len(wanted), batch):
-            chunk = wanted[start : start + batch]
-            marks = ",".join("?" * len(chunk))
-            with self._lock:
-                rows = self.db.execute(f"SELECT hash, codec, data FROM blobs WHERE hash IN ({marks})", chunk).fetchall()
-            for digest, codec, payload in rows:
+            for digest, codec, payload in self._table.select(wanted[start : start + batch]):
                 found[digest] = zlib.decompress(payload) if codec == "zlib" else bytes(payload)
         return found
 
@@ -122,12 +170,11 @@ class BlobStore:
         with self._lock:
             if digest in self._known:
                 return True
-            return self.db.execute("SELECT 1 FROM blobs WHERE hash = ?", [digest]).fetchone() is not None
+        return bool(self._table.select([digest]))
 
     def stored_bytes(self) -> int:
-        """Bytes the blobs take on disk (after compression)."""
-        with self._lock:
-            return int(self.db.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+        """Bytes the blobs take in the table (after compression)."""
+        return self._table.total_bytes()
 
     # -- text and JSON -----------------------------------------------------------------------
     def put_text(self, text: str) -> str:
@@ -176,7 +223,35 @@ class BlobStore:
         _remove_empty_dirs(dest)
 
     def close(self) -> None:
-        self.db.conn.close()
+        self._table.close()
+
+    # -- the same, off the event loop ---------------------------------------------------------
+    async def aput(self, data: bytes) -> str:
+        return await asyncio.to_thread(self.put, data)
+
+    async def aget(self, digest: str) -> bytes:
+        return await asyncio.to_thread(self.get, digest)
+
+    async def aget_many(self, digests: Iterable[str]) -> dict[str, bytes]:
+        return await asyncio.to_thread(self.get_many, list(digests))
+
+    async def aput_text(self, text: str) -> str:
+        return await asyncio.to_thread(self.put_text, text)
+
+    async def aget_text(self, digest: str) -> str:
+        return await asyncio.to_thread(self.get_text, digest)
+
+    async def aput_json(self, value: Any) -> str:
+        return await asyncio.to_thread(self.put_json, value)
+
+    async def aget_json(self, digest: str) -> Any:
+        return await asyncio.to_thread(self.get_json, digest)
+
+    async def asnapshot(self, root: Path) -> str:
+        return await asyncio.to_thread(self.snapshot, root)
+
+    async def amaterialize(self, digest: str | None, dest: Path) -> None:
+        await asyncio.to_thread(self.materialize, digest, dest)
 
 
 class _BlobCache:

@@ -18,6 +18,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
@@ -64,7 +65,7 @@ def run_config(run_id: str, group_id: str = "") -> RunnableConfig:
 
 
 @contextlib.asynccontextmanager
-async def run_resources(db_path: Path, context: AgentContext) -> AsyncIterator[Resources]:
+async def run_resources(db_path: Database, context: AgentContext) -> AsyncIterator[Resources]:
     """The resources already bound by the caller, or a fresh set closed at the end."""
     existing = bound_resources()
     if existing is not None:
@@ -79,7 +80,7 @@ async def _drive(
     *,
     record: RunRecord,
     context: AgentContext,
-    db_path: Path,
+    db_path: Database,
     on_progress: ProgressCallback | None,
 ) -> RunResult:
     warnings = []
@@ -90,7 +91,7 @@ async def _drive(
         if on_progress is not None:
             on_progress(ProgressEvent(node="run", warning=UNCONFINED_WARNING).model_dump())
     runs = RunIndex(db_path)
-    runs.start(record)
+    await runs.astart(record)
     config = run_config(record.run_id, record.group_id)
     async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
@@ -103,12 +104,14 @@ async def _drive(
         except BaseException as exc:
             # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
             interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(exc, asyncio.CancelledError)
-            runs.update(record.run_id, status="interrupted" if interrupted else "failed", error=str(exc)[:2000])
+            status = "interrupted" if interrupted else "failed"
+            # Not awaited in a thread: a cancelled task must still record this before it unwinds.
+            runs.update(record.run_id, status=status, error=str(exc)[:2000])
             raise
         state = (await graph.aget_state(config)).values
         summary = write_run_outputs(Path(record.out_dir), state, resources.store, warnings=warnings)
     best = [s for s in summary.steps if s.index == summary.chosen_step]
-    runs.update(
+    await runs.aupdate(
         record.run_id,
         status=state.get("status", "finished"),
         chosen_step=summary.chosen_step,
@@ -133,7 +136,7 @@ async def run_requirement(
     run_id: str | None = None,
     out_dir: str | Path | None = None,
     group_id: str = "",
-    db_path: str | Path = DEFAULT_DB,
+    db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Run the whole workflow for one requirement and return where the site is."""
@@ -156,36 +159,40 @@ async def run_requirement(
         "out_dir": record.out_dir,
         "group_id": group_id,
     }
-    return await _drive(graph_input, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+    return await _drive(
+        graph_input, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress
+    )
 
 
 async def resume_run(
     run_id: str,
     *,
     context: AgentContext,
-    db_path: str | Path = DEFAULT_DB,
+    db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Continue an interrupted or failed run from its last checkpoint, into the same folder."""
     runs = RunIndex(db_path)
     record = runs.get(run_id)
     if record is None:
-        raise ValueError(f"no run {run_id} in {db_path}")
+        raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     if record.status == "running":
         raise ValueError(f"run {run_id} is still running (pid {record.pid})")
     if record.status == "finished":
         raise ValueError(f"run {run_id} already finished")
     # The dead process's servers and browser may still be running.
-    Resources.reap_orphans(Path(db_path))
-    return await _drive(None, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+    Resources.reap_orphans(db_path)
+    return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
 
 
-async def run_history(run_id: str, *, db_path: str | Path = DEFAULT_DB) -> tuple[list[Any], list[dict[str, Any]]]:
+async def run_history(
+    run_id: str, *, db_path: str | Path | Database = DEFAULT_DB
+) -> tuple[list[Any], list[dict[str, Any]]]:
     """(one HistoryRow per coder step, the run's events) read from the checkpoints."""
     from webgen_agent.checkpoints.history import events, history_rows, snapshots
 
     if RunIndex(db_path).get(run_id) is None:
-        raise ValueError(f"no run {run_id} in {db_path}")
+        raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     async with open_checkpointer(db_path) as saver:
         history = await snapshots(compile_graph(saver), run_id)
     return history_rows(history), events(history)
@@ -199,7 +206,7 @@ async def fork_run(
     note: str = "",
     new_run_id: str | None = None,
     out_dir: str | Path | None = None,
-    db_path: str | Path = DEFAULT_DB,
+    db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Start a new run from the checkpoint after ``step`` of ``run_id``; the original stays intact.
@@ -212,12 +219,12 @@ async def fork_run(
     runs = RunIndex(db_path)
     original = runs.get(run_id)
     if original is None:
-        raise ValueError(f"no run {run_id} in {db_path}")
+        raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     new_run_id = new_run_id or f"{run_id}-fork{step}-{new_run_id_suffix()}"
     if runs.get(new_run_id) is not None:
         raise ValueError(f"run {new_run_id} already exists")
     out = Path(out_dir) if out_dir else Path(context.runs_dir) / new_run_id
-    async with run_resources(Path(db_path), context) as resources, open_checkpointer(db_path) as saver:
+    async with run_resources(Database.of(db_path), context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
         snap = step_checkpoints(await snapshots(graph, run_id)).get(step)
         if snap is None:
@@ -260,7 +267,7 @@ async def fork_run(
         fork_step=step,
         settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
     )
-    return await _drive(None, record=record, context=context, db_path=Path(db_path), on_progress=on_progress)
+    return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
 
 
 def new_run_id_suffix() -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, Settings, find_chromium
 from webgen_agent.tools.browser import SharedBrowser
@@ -23,27 +24,30 @@ from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
 
 
-def registry_for(db_path: Path) -> ProcessRegistry:
-    """Every agent process using one database records its process groups in one registry."""
-    return ProcessRegistry(Path(db_path).parent / "processes.jsonl")
+def registry_for(db: str | Path | Database) -> ProcessRegistry:
+    """Every agent process of this machine using one database records its process groups in one registry."""
+    return ProcessRegistry(Database.of(db).local_dir / "processes.jsonl")
 
 
-def deps_cache_for(db_path: Path) -> Path:
-    """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else beside the database)."""
-    return Path(Settings().deps_cache or Path(db_path).parent / "deps-cache")
+def deps_cache_for(db_path: str | Path | Database) -> Path:
+    """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else this machine's
+    folder of the database: beside a SQLite file)."""
+    return Path(Settings().deps_cache or Database.of(db_path).local_dir / "deps-cache")
 
 
 class Resources:
     """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
 
-    def __init__(self, db_path: str | Path, *, chromium: str = "", deps_cache_dir: Path | None = None) -> None:
-        self.db_path = Path(db_path)
-        self.store = BlobStore(self.db_path)
+    def __init__(
+        self, db_path: str | Path | Database, *, chromium: str = "", deps_cache_dir: Path | None = None
+    ) -> None:
+        self.database = Database.of(db_path)
+        self.store = BlobStore(self.database)
         self.chromium = chromium
-        self.registry = registry_for(self.db_path)
+        self.registry = registry_for(self.database)
         self.registry.register_atexit()
         # Installs are shared by dependency manifest across runs and workspaces (WEBGEN_DEPS_CACHE).
-        self.deps_cache_dir = deps_cache_dir or deps_cache_for(self.db_path)
+        self.deps_cache_dir = deps_cache_dir or deps_cache_for(self.database)
         self._browser: SharedBrowser | None = None
         self._browser_lock = asyncio.Lock()
         self._warming: asyncio.Task[SharedBrowser] | None = None
@@ -52,7 +56,7 @@ class Resources:
         self._gui_sessions: dict[str, tuple[int, asyncio.Task[GuiSession]]] = {}
 
     @staticmethod
-    def reap_orphans(db_path: Path) -> list[int]:
+    def reap_orphans(db_path: str | Path | Database) -> list[int]:
         """Kill servers and browsers left running by agent processes that died (kill -9, reboot)."""
         return registry_for(db_path).reap()
 
@@ -161,6 +165,17 @@ async def use_resources(resources: Resources) -> AsyncIterator[Resources]:
     finally:
         _bound.reset(token)
         await resources.close()
+
+
+@contextlib.contextmanager
+def bind_resources(resources: Resources) -> Iterator[Resources]:
+    """Bind ``resources`` for the runs started inside the block and leave them open (their owner,
+    e.g. a Ray actor serving many runs, closes them)."""
+    token = _bound.set(resources)
+    try:
+        yield resources
+    finally:
+        _bound.reset(token)
 
 
 def bound_resources() -> Resources | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 # One tiny React + Vite project installed once per session into a shared dependency cache, and one
 # shared Chromium. Tests copy the template with ``vite_template.make_workspace(dir)`` and give
 # ``SiteRunner`` the ``deps_cache_dir``: node_modules then comes from the cache by hardlinks.
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,3 +159,41 @@ def shared_deps_cache(deps_cache_dir: Path):
         os.environ.pop("WEBGEN_DEPS_CACHE", None)
     else:
         os.environ["WEBGEN_DEPS_CACHE"] = previous
+
+
+# ---- run databases -----------------------------------------------------------------------------
+# Storage-dependent tests take ``db_target``: parametrized over SQLite (a fresh file) and PostgreSQL
+# (a fresh database on one throwaway cluster per session, see tests/postgres.py).
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    from tests.postgres import postgres_bin, throwaway_cluster
+
+    if postgres_bin() is None:
+        if os.environ.get("CI") or os.environ.get("WEBGEN_REQUIRE_POSTGRES"):
+            pytest.fail("PostgreSQL is not installed (scripts/setup.sh installs it)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql, or run scripts/setup.sh)")
+    with throwaway_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_dir(tmp_path_factory: pytest.TempPathFactory):
+    """This machine's state for PostgreSQL databases (process registry, dependency cache) goes to a
+    session folder, never to ./.webgen (the SQLite default keeps it beside the file)."""
+    previous = os.environ.get("WEBGEN_STATE_DIR")
+    os.environ["WEBGEN_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    yield Path(os.environ["WEBGEN_STATE_DIR"])
+    if previous is None:
+        os.environ.pop("WEBGEN_STATE_DIR", None)
+    else:
+        os.environ["WEBGEN_STATE_DIR"] = previous
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh run database per test, on each store in turn."""
+    from tests.postgres import fresh_db
+
+    return fresh_db(request, tmp_path)

@@ -13,10 +13,22 @@ from pathlib import Path
 
 import psutil
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import iter_project_files
 
 
-def checkpoint_count(db: Path, run_id: str) -> int:
+def checkpoint_count(db: str | Path, run_id: str) -> int:
+    """Checkpoints written so far for the run (0 before the tables exist), in either store."""
+    database = Database.of(db)
+    if database.is_postgres:
+        import psycopg
+
+        try:
+            with psycopg.connect(database.url, autocommit=True) as conn:
+                row = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", [run_id]).fetchone()
+                return int(row[0]) if row else 0
+        except psycopg.errors.UndefinedTable:
+            return 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
             return conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", [run_id]).fetchone()[0]
@@ -34,7 +46,7 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
+def kill_when(proc: subprocess.Popen, db: str | Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
     deadline = time.monotonic() + timeout_s
     while checkpoint_count(db, run_id) < checkpoints:
         assert proc.poll() is None, proc.stdout.read()
@@ -44,8 +56,8 @@ def kill_when(proc: subprocess.Popen, db: Path, run_id: str, checkpoints: int, t
     proc.wait()
 
 
-def owned_groups(db: Path, owner: int) -> list[int]:
-    registry = db.parent / "processes.jsonl"
+def owned_groups(db: str | Path, owner: int) -> list[int]:
+    registry = Database.of(db).local_dir / "processes.jsonl"
     if not registry.exists():  # killed before it started any process
         return []
     entries = [json.loads(line) for line in registry.read_text().splitlines() if line.strip()]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.postgres import fresh_db
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -36,10 +37,11 @@ def backtrack_server():
         yield server
 
 
-@pytest.fixture(scope="module")
-async def backtrack_run(tmp_path_factory, backtrack_server, chromium_path):
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+async def backtrack_run(request, tmp_path_factory, backtrack_server, chromium_path):
+    """One backtracking run per store; the tests using it run on both."""
     base = tmp_path_factory.mktemp("backtrack")
-    db = base / "webgen.db"
+    db = fresh_db(request, base)
     result = await run_requirement(
         REQUIREMENT,
         context=scripted_context(backtrack_server.base_url, gui_max_actions=3),
@@ -125,8 +127,8 @@ async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, 
     assert records["bt"].status == "finished" and forked.status == "finished"
 
 
-def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path):
-    db = tmp_path / "shared.db"
+def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path, db_target):
+    db = db_target
     flags = [
         "--base-url",
         backtrack_server.base_url,

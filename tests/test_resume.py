@@ -22,9 +22,10 @@ from webgen_agent.checkpoints.runs import RunIndex
 pytestmark = pytest.mark.e2e
 
 
-def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_run, chromium_path):
+def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_run, chromium_path, db_target):
+    """On both stores: a task's writes are stored all or none, so a kill never leaves half a step."""
     reference, _ = demo_run
-    db = tmp_path / "db" / "webgen.db"
+    db = db_target
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
         flags = [

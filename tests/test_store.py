@@ -5,8 +5,8 @@ import pytest
 from webgen_agent.checkpoints.store import BlobStore
 
 
-def test_blobs_are_deduplicated_and_round_trip(tmp_path):
-    store = BlobStore(tmp_path / "db.sqlite")
+def test_blobs_are_deduplicated_and_round_trip(tmp_path, db_target):
+    store = BlobStore(db_target)
     data = b"hello " * 1000
     first = store.put(data)
     size_after_first = store.stored_bytes()
@@ -16,8 +16,8 @@ def test_blobs_are_deduplicated_and_round_trip(tmp_path):
     assert store.get_json(store.put_json({"a": [1, 2]})) == {"a": [1, 2]}
 
 
-def test_snapshot_skips_dependencies_and_materialize_restores_exactly(tmp_path):
-    store = BlobStore(tmp_path / "db.sqlite")
+def test_snapshot_skips_dependencies_and_materialize_restores_exactly(tmp_path, db_target):
+    store = BlobStore(db_target)
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
     (ws / "node_modules" / "react").mkdir(parents=True)
@@ -42,8 +42,8 @@ def test_snapshot_skips_dependencies_and_materialize_restores_exactly(tmp_path):
     assert not (ws / "package.json").exists() and not (ws / "src").exists()
 
 
-def test_storage_grows_with_what_changed(tmp_path):
-    store = BlobStore(tmp_path / "db.sqlite")
+def test_storage_grows_with_what_changed(tmp_path, db_target):
+    store = BlobStore(db_target)
     ws = tmp_path / "ws"
     ws.mkdir()
     for n in range(40):
@@ -86,8 +86,8 @@ def test_unchanged_blobs_are_not_written_again(tmp_path, monkeypatch):
         (ws / f"f{n}.js").write_text(f"// {n}\n" + "x;\n" * 200)
     store.snapshot(ws)
     writes = []
-    real_execute = store.db.execute
-    monkeypatch.setattr(store.db, "execute", lambda sql, *a: (writes.append(sql), real_execute(sql, *a))[1])
+    real_insert = store._table.insert
+    monkeypatch.setattr(store._table, "insert", lambda *row: (writes.append(row[0]), real_insert(*row))[1])
     (ws / "f0.js").write_text("changed")
     store.snapshot(ws)
-    assert sum(sql.startswith("INSERT") for sql in writes) == 2  # the changed file and the new manifest
+    assert len(writes) == 2  # the changed file and the new manifest

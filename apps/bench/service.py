@@ -33,6 +33,7 @@ from webgen_agent.apps.bench.evaluate import Evaluator
 from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.score import summarize
 from webgen_agent.apps.bench.views import BenchSummary, GenerationRecord
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.core.context import AgentContext
@@ -68,14 +69,14 @@ class Generator:
         context: AgentContext,
         out_dir: Path,
         *,
-        db_path: Path,
+        db_path: str | Path | Database,
         name: str,
         workers: int,
         notify: Notify | None = None,
     ) -> None:
         self.context = context
         self.out_dir = Path(out_dir)
-        self.db_path = Path(db_path)
+        self.db_path = Database.of(db_path)
         self.name = name
         self.store = JsonlStore(self.out_dir / GENERATION_FILE, GenerationRecord)
         self.notify = notify or (lambda message: None)
@@ -175,7 +176,7 @@ async def run_bench(
     eval_settings: EvalSettings,
     context: AgentContext | None = None,
     sites_dir: Path | None = None,
-    db_path: Path | None = None,
+    db_path: str | Path | Database | None = None,
     name: str | None = None,
     deps_cache_dir: Path | None = None,
     retry_errors: bool = False,
@@ -186,12 +187,12 @@ async def run_bench(
         raise ValueError("give either an agent context (generate) or a sites folder (evaluate only)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    db_path = Path(db_path) if db_path is not None else out_dir / "webgen.db"
+    database = Database.of(db_path if db_path is not None else out_dir / "webgen.db")
     # Built first: a missing Chromium is reported before hours of generation, not after.
     evaluator = Evaluator(
         eval_settings,
         out_dir,
-        deps_cache_dir=deps_cache_dir or db_path.parent / "deps-cache",
+        deps_cache_dir=deps_cache_dir or database.local_dir / "deps-cache",
         retry_errors=retry_errors,
         notify=notify,
     )
@@ -200,7 +201,7 @@ async def run_bench(
         generator = Generator(
             context,
             out_dir,
-            db_path=db_path,
+            db_path=database,
             name=name or out_dir.resolve().name,
             workers=eval_settings.workers,
             notify=notify,

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_settings
 from webgen_agent.apps.bench.views import BenchSummary, Rates
-from webgen_agent.apps.cli.common import PROFILE_HELP, console, errors, fail, make_context, with_model_flags
+from webgen_agent.apps.cli.common import PROFILE_HELP, console, errors, fail, make_context, resolve_db, with_model_flags
 from webgen_agent.core.context import UPSTREAM_VIEWPORT, ConfigError, CriticMode, Profile, Settings
 from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
@@ -202,7 +202,7 @@ def bench(
             profile=profile,
         )
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
-    db_path = Path(settings.db) if "db" in settings.model_fields_set else None
+    db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
     console.print(f"{len(records)} instruction(s), {sum(len(r.test_cases) for r in records)} test case(s) -> {out}")
     try:
         summary = asyncio.run(

@@ -7,13 +7,13 @@ import functools
 import inspect
 import sys
 import typing
-from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, SandboxSettings, Settings
 
 # Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
@@ -79,8 +79,36 @@ def db_option() -> Any:
     return typer.Option(help=f"Run database (default: WEBGEN_DB or {DEFAULT_DB}).")
 
 
-def resolve_db(db: str | None) -> Path:
-    return Path(db or Settings().db)
+def resolve_db(db: str | None) -> Database:
+    """The --db value (or WEBGEN_DB, or the default file) as a run database; a bad value is a one-line error."""
+    try:
+        return Database.of(db or Settings().db)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+RAY_HELP = "Run on Ray: 'local' (a Ray instance on this machine), 'auto' or HOST:PORT (an existing cluster)."
+ACTORS_HELP = "Ray actors to start (default: as many as the cluster's CPUs hold)."
+RUNS_PER_ACTOR_HELP = "Runs each Ray actor drives at the same time."
+CPUS_PER_RUN_HELP = "CPUs a Ray actor reserves per run (a run keeps about one core busy)."
+
+
+def ray_settings(address: str | None, *, actors: int | None, runs_per_actor: int, cpus_per_run: float) -> Any:
+    """``RaySettings`` for ``--ray ADDRESS`` (None without --ray); checks Ray is installed."""
+    if address is None:
+        return None
+    from webgen_agent.apps.cluster.settings import RaySettings, import_ray
+
+    try:
+        import_ray()
+    except ConfigError as exc:
+        fail(str(exc))
+    return RaySettings(
+        address="" if address.strip().lower() == "local" else address.strip(),
+        actors=actors,
+        runs_per_actor=runs_per_actor,
+        cpus_per_run=cpus_per_run,
+    )
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

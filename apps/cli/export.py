@@ -10,11 +10,16 @@ import typer
 
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
+    ACTORS_HELP,
+    CPUS_PER_RUN_HELP,
+    RAY_HELP,
+    RUNS_PER_ACTOR_HELP,
     console,
     db_option,
     errors,
     fail,
     make_context,
+    ray_settings,
     resolve_db,
     with_model_flags,
 )
@@ -26,7 +31,7 @@ from webgen_agent.apps.rollout.service import (
     ROLLOUT_TOP_P,
 )
 from webgen_agent.checkpoints.views import ExportFormat
-from webgen_agent.core.context import CriticMode, Profile, Settings
+from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
 
 app = typer.Typer()
 
@@ -64,6 +69,10 @@ def rollout(
     ] = None,
     gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
     profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = ROLLOUT_PROFILE,
+    ray: Annotated[str | None, typer.Option(help=RAY_HELP, rich_help_panel="Ray")] = None,
+    actors: Annotated[int | None, typer.Option(min=1, help=ACTORS_HELP, rich_help_panel="Ray")] = None,
+    runs_per_actor: Annotated[int, typer.Option(min=1, help=RUNS_PER_ACTOR_HELP, rich_help_panel="Ray")] = 2,
+    cpus_per_run: Annotated[float, typer.Option(min=0.01, help=CPUS_PER_RUN_HELP, rich_help_panel="Ray")] = 1.0,
     *,
     settings: Settings,
 ) -> None:
@@ -88,18 +97,28 @@ def rollout(
     )
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
+    database = resolve_db(settings.db)
+    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
+    where = f"{workers} at a time" if cluster is None else f"on Ray ({cluster.address or 'local'})"
     console.print(
-        f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, "
-        f"{workers} at a time, database {settings.db}"
+        f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, {where}, database {database}"
     )
     view = RolloutView(console, f"rollout {name}", total=len(specs))
     try:
         with view:
-            outcomes = asyncio.run(
-                run_rollout(
-                    specs, context=context, db_path=Path(settings.db), out_dir=out_dir, workers=workers, listener=view
+            if cluster is None:
+                work = run_rollout(
+                    specs, context=context, db_path=database, out_dir=out_dir, workers=workers, listener=view
                 )
-            )
+            else:
+                from webgen_agent.apps.cluster.driver import run_rollout_on_ray
+
+                work = run_rollout_on_ray(
+                    specs, context=context, db=database, out_dir=out_dir, settings=cluster, listener=view
+                )
+            outcomes = asyncio.run(work)
+    except ConfigError as exc:
+        fail(str(exc))
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: servers stopped; run the same command again to continue.")
         raise typer.Exit(130) from None
@@ -127,7 +146,7 @@ def export(
     from webgen_agent.checkpoints.export import export_trajectories
 
     db_path = resolve_db(db)
-    if not db_path.is_file():
+    if not db_path.exists():
         fail(f"no run database at {db_path}")
     report = asyncio.run(
         export_trajectories(

@@ -93,7 +93,7 @@ def fork(
     from webgen_agent.graph.api import fork_run
     from webgen_agent.tools.models import ModelCallError
 
-    recorded = RunIndex(settings.db).settings(run_id)
+    recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
     if max_steps is not None:
         recorded["max_steps"] = max_steps
     context = make_context(settings, **recorded)
@@ -108,7 +108,7 @@ def fork(
                     context=context,
                     new_run_id=new_run_id,
                     out_dir=out,
-                    db_path=Path(settings.db),
+                    db_path=resolve_db(settings.db),
                     on_progress=on_event,
                 ),
             )

@@ -71,7 +71,7 @@ def run(
                     run_id=run_id,
                     out_dir=out,
                     group_id=group_id,
-                    db_path=Path(settings.db),
+                    db_path=resolve_db(settings.db),
                     on_progress=on_event,
                 ),
             )
@@ -93,13 +93,15 @@ def resume(
     from webgen_agent.graph.api import resume_run
     from webgen_agent.tools.models import ModelCallError
 
-    recorded = RunIndex(settings.db).settings(run_id)
+    recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     try:
         result = run_async(
             run_with_view(
                 f"resume {run_id}",
-                lambda on_event: resume_run(run_id, context=context, db_path=Path(settings.db), on_progress=on_event),
+                lambda on_event: resume_run(
+                    run_id, context=context, db_path=resolve_db(settings.db), on_progress=on_event
+                ),
             )
         )
     except (ModelCallError, ValueError) as exc:

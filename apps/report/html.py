@@ -22,6 +22,7 @@ from webgen_agent.apps.report.model import (
     default_report_path,
     load_report,
 )
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 
 SCREENSHOT_COLOUR = "#2563eb"
@@ -64,7 +65,7 @@ ul { margin: 4px 0; padding-left: 20px; }
 """
 
 
-async def write_report(run_id: str, *, db_path: str | Path, out: str | Path | None = None) -> Path:
+async def write_report(run_id: str, *, db_path: str | Path | Database, out: str | Path | None = None) -> Path:
     """Write the report of ``run_id`` (default ``<run folder>/report.html``); returns its path."""
     report = await load_report(run_id, db_path=db_path)
     target = Path(out) if out else default_report_path(RunIndex(db_path).get(run_id), run_id)

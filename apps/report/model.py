@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.store import BlobStore
@@ -101,16 +102,16 @@ def default_report_path(record: RunRecord | None, run_id: str) -> Path:
     return Path(f"report-{run_id}.html")
 
 
-async def load_report(run_id: str, *, db_path: str | Path) -> RunReport:
+async def load_report(run_id: str, *, db_path: str | Path | Database) -> RunReport:
     """Everything the report shows; raises ValueError when the run is unknown."""
-    db_path = Path(db_path)
-    if not db_path.exists():
-        raise ValueError(f"no database at {db_path}")
+    database = Database.of(db_path)
+    if not database.exists():
+        raise ValueError(f"no database at {database}")
     runs = RunIndex(db_path)
     record = runs.get(run_id)
     state = await final_state(db_path, run_id)
     if not state.get("steps") and record is None:
-        raise ValueError(f"no run {run_id} in {db_path}")
+        raise ValueError(f"no run {run_id} in {database}")
     store = BlobStore(db_path)
     try:
         return build_report(run_id, state, record, runs.list(), store)

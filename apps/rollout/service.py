@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext, Profile
@@ -104,11 +105,11 @@ def rollout_context(
     return context.model_copy(update={"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False})
 
 
-class _Driver:
-    """Runs specs on ``workers`` concurrent tasks inside one bound Resources."""
+class TrajectoryDriver:
+    """Runs specs inside the bound Resources: in-process workers, or a Ray actor (apps.cluster)."""
 
     def __init__(
-        self, *, context: AgentContext, db_path: Path, out_dir: Path, listener: RolloutListener | None
+        self, *, context: AgentContext, db_path: Database, out_dir: Path, listener: RolloutListener | None
     ) -> None:
         self.context = context
         self.db_path = db_path
@@ -121,7 +122,7 @@ class _Driver:
             return await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}) is not None
 
     async def plan_action(self, spec: TrajectorySpec) -> Literal["start", "resume", "skip", "busy"]:
-        record = self.runs.get(spec.run_id)
+        record = await self.runs.aget(spec.run_id)
         if record is None:
             return "start"
         if record.status == "finished":
@@ -131,7 +132,7 @@ class _Driver:
         if await self.has_checkpoint(spec.run_id):
             return "resume"
         # Killed before LangGraph wrote its first checkpoint: nothing to continue, start it over.
-        self.runs.db.table("runs").delete(spec.run_id)
+        await self.runs.adelete(spec.run_id)
         return "start"
 
     async def run_one(self, spec: TrajectorySpec) -> TrajectoryOutcome:
@@ -206,7 +207,7 @@ async def run_rollout(
     specs: Sequence[TrajectorySpec],
     *,
     context: AgentContext,
-    db_path: str | Path,
+    db_path: str | Path | Database,
     out_dir: str | Path,
     workers: int = 2,
     listener: RolloutListener | None = None,
@@ -217,10 +218,10 @@ async def run_rollout(
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    db_path, out_dir = Path(db_path), Path(out_dir)
+    database, out_dir = Database.of(db_path), Path(out_dir)
     # Servers and browsers of an earlier rollout process that was killed would otherwise linger.
-    Resources.reap_orphans(db_path)
-    driver = _Driver(context=context, db_path=db_path, out_dir=out_dir, listener=listener)
+    Resources.reap_orphans(database)
+    driver = TrajectoryDriver(context=context, db_path=database, out_dir=out_dir, listener=listener)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for position in range(len(specs)):
         queue.put_nowait(position)
@@ -231,7 +232,7 @@ async def run_rollout(
             position = queue.get_nowait()
             outcomes[position] = await driver.run_one(specs[position])
 
-    async with use_resources(Resources(db_path, chromium=context.chromium)), asyncio.TaskGroup() as group:
+    async with use_resources(Resources(database, chromium=context.chromium)), asyncio.TaskGroup() as group:
         for _ in range(min(workers, len(specs))):
             group.create_task(worker())
     return [outcome for outcome in outcomes if outcome is not None]

@@ -1,0 +1,202 @@
+"""Where the run database lives: a SQLite file (the embedded default) or a PostgreSQL server.
+
+``--db`` / ``WEBGEN_DB`` take either a file path or a ``postgresql://`` URL. Both hold the same
+three things: LangGraph's checkpoints, the content-addressed blob store (table ``blobs``) and the
+runs table (``runs``). SQLite is local to one machine; several machines need PostgreSQL.
+
+Opening is safe when many processes open one database at once: SQLite switches a new file to WAL
+under a file lock, PostgreSQL creates its tables under an advisory lock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from filelock import FileLock
+
+from webgen_agent.core.context import ConfigError
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_EXTRA = "pip install 'webgen-agent[postgres]'"
+# One advisory lock key for every schema change the project makes (its tables and LangGraph's).
+SCHEMA_LOCK_KEY = 0x77656267656E  # "webgen"
+_STATE_DIR_ENV = "WEBGEN_STATE_DIR"
+
+DatabaseKind = Literal["sqlite", "postgres"]
+
+
+@dataclass(frozen=True)
+class Database:
+    """A run database: ``kind`` and the path or URL as given."""
+
+    target: str
+    kind: DatabaseKind
+
+    @classmethod
+    def of(cls, target: str | Path | Database) -> Database:
+        """Parse a ``--db`` value: a ``postgresql://`` URL, or else a SQLite file path."""
+        if isinstance(target, Database):
+            return target
+        text = str(target).strip() if isinstance(target, str) else str(target)
+        if not text:
+            raise ConfigError("the database is empty: give a file path (SQLite) or a postgresql:// URL")
+        if text.startswith(POSTGRES_SCHEMES):
+            return cls(text, "postgres")
+        if "://" in text:
+            raise ConfigError(f"unsupported database {_masked(text)}: give a file path (SQLite) or a postgresql:// URL")
+        return cls(text, "sqlite")
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.kind == "postgres"
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file (a PostgreSQL database has none)."""
+        if self.is_postgres:
+            raise ValueError(f"{self} is a PostgreSQL database, not a file")
+        return Path(self.target)
+
+    @property
+    def url(self) -> str:
+        if not self.is_postgres:
+            raise ValueError(f"{self} is a SQLite file, not a PostgreSQL URL")
+        return self.target
+
+    @property
+    def local_dir(self) -> Path:
+        """This machine's folder for what is not shared: the process registry, the dependency cache.
+
+        SQLite: the database's folder. PostgreSQL: ``WEBGEN_STATE_DIR`` or ``.webgen``.
+        """
+        if self.is_postgres:
+            return Path(os.environ.get(_STATE_DIR_ENV) or ".webgen").resolve()
+        return self.path.parent.resolve()
+
+    def exists(self) -> bool:
+        """Whether anything was stored yet (a PostgreSQL server is asked only when it is one)."""
+        return self.is_postgres or self.path.exists()
+
+    def __str__(self) -> str:
+        return _masked(self.target) if self.is_postgres else self.target
+
+
+def _masked(url: str) -> str:
+    """The URL without its password (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# -- SQLite --------------------------------------------------------------------------------------
+
+
+def open_sqlite(path: str | Path) -> sqlite3.Connection:
+    """An autocommit connection to ``path`` (folders created) in WAL mode, safe for many processes.
+
+    Switching a new file to WAL rewrites its header: SQLite takes a read lock and upgrades it to a
+    write lock, and it never waits (busy timeout or not) on a read-to-write upgrade, since two
+    waiters would deadlock. Two processes opening a fresh file at once therefore failed with
+    ``database is locked``. The mode is read first (a plain read waits as it should) and switched
+    only under an exclusive file lock, so one process converts and the others then see WAL.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout=60000")
+    if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        with FileLock(f"{path}.lock"):
+            conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+
+def require_psycopg() -> None:
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"a postgresql:// database needs the PostgreSQL extra: {POSTGRES_EXTRA}") from exc
+
+
+class _Pools:
+    """One small connection pool per database URL and process, shared by its blob stores and run indexes.
+
+    psycopg's pool is thread-safe, so the checkpointer's serializer may use it from LangGraph's
+    worker threads. Keyed by process id too: a forked child must not reuse its parent's sockets.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pools: dict[tuple[int, str], ConnectionPool] = {}
+        self._ready: set[tuple[int, str, str]] = set()  # (pid, url, setup) done
+        atexit.register(self.close_all)
+
+    def get(self, url: str, setup: Callable[[Connection[Any]], None]) -> ConnectionPool:
+        require_psycopg()
+        from psycopg_pool import ConnectionPool
+
+        key = (os.getpid(), url)
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is None:
+                pool = ConnectionPool(
+                    url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False, name="webgen"
+                )
+                try:
+                    pool.open(wait=True, timeout=30.0)
+                except Exception as exc:
+                    pool.close()
+                    raise ConfigError(f"cannot connect to {Database.of(url)}: {str(exc).strip()[:300]}") from exc
+                self._pools[key] = pool
+            done = (*key, setup.__qualname__)
+            if done not in self._ready:
+                with pool.connection() as conn:
+                    with_schema_lock(conn, setup)
+                self._ready.add(done)
+            return pool
+
+    def close_all(self) -> None:
+        with self._lock:
+            pools = [pool for (pid, _), pool in self._pools.items() if pid == os.getpid()]
+            self._pools.clear()
+            self._ready.clear()
+        for pool in pools:
+            pool.close()
+
+
+pools = _Pools()
+
+
+def with_schema_lock(conn: Connection[Any], change: Callable[[Connection[Any]], None]) -> None:
+    """Run ``change`` (DDL) holding the project's advisory lock: concurrent ``CREATE TABLE IF NOT
+    EXISTS`` from several processes otherwise fails on PostgreSQL's catalog unique indexes.
+
+    Polled with ``pg_try_advisory_lock`` rather than waited for inside a statement: a waiting
+    statement is an open transaction, which ``CREATE INDEX CONCURRENTLY`` (LangGraph's migrations)
+    would wait for in turn.
+    """
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", [SCHEMA_LOCK_KEY]).fetchone()[0]:  # type: ignore[index]
+        time.sleep(0.05)
+    try:
+        change(conn)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", [SCHEMA_LOCK_KEY])

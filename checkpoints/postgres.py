@@ -1,0 +1,78 @@
+"""LangGraph's PostgreSQL checkpointer for the run database (the ``[postgres]`` extra).
+
+Imported only for a ``postgresql://`` database, so that SQLite users need neither psycopg nor
+langgraph-checkpoint-postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import AsyncConnection, errors
+from psycopg.rows import dict_row
+
+from webgen_agent.checkpoints.database import SCHEMA_LOCK_KEY, Database
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import ConfigError
+
+
+class ContentPostgresSaver(AsyncPostgresSaver):
+    """LangGraph's PostgreSQL checkpointer with the content-addressed serializer.
+
+    The stock saver already runs the serializer's writes in a thread; its reads run on the event
+    loop, where a blob-store miss would wait for the server: they are made in a thread first, so
+    the stock decoding finds every value in the serializer's cache. A task's writes are atomic
+    already: they go in one pipeline, one implicit transaction up to its Sync.
+    """
+
+    async def _load_checkpoint_tuple(self, value: Any) -> CheckpointTuple:
+        await asyncio.to_thread(self._load_blobs, value["channel_values"])
+        return await super()._load_checkpoint_tuple(value)
+
+
+@contextlib.asynccontextmanager
+async def open_postgres_checkpointer(
+    database: Database, serde: Callable[[BlobStore], SerializerProtocol]
+) -> AsyncIterator[ContentPostgresSaver]:
+    """The saver on its own connection, its tables created (once, under the schema lock)."""
+    store = await asyncio.to_thread(BlobStore, database)
+    try:
+        conn = await AsyncConnection.connect(database.url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    except Exception as exc:
+        raise ConfigError(f"cannot connect to {database}: {str(exc).strip()[:300]}") from exc
+    try:
+        saver = ContentPostgresSaver(conn, serde=serde(store))
+        if not await _postgres_ready(conn, len(saver.MIGRATIONS) - 1):
+            await _with_async_schema_lock(conn, saver.setup)
+        yield saver
+    finally:
+        await conn.close()
+        store.close()
+
+
+async def _postgres_ready(conn: Any, latest: int) -> bool:
+    """Whether LangGraph's tables exist at their latest migration (then setup is skipped)."""
+    try:
+        cursor = await conn.execute("SELECT MAX(v) AS v FROM checkpoint_migrations")
+    except errors.UndefinedTable:
+        return False
+    row = await cursor.fetchone()
+    return row is not None and row["v"] == latest
+
+
+async def _with_async_schema_lock(conn: Any, change: Callable[[], Awaitable[None]]) -> None:
+    """``database.with_schema_lock`` for an async connection."""
+    while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", [SCHEMA_LOCK_KEY])).fetchone())[
+        "got"
+    ]:
+        await asyncio.sleep(0.05)
+    try:
+        await change()
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock(%s)", [SCHEMA_LOCK_KEY])
