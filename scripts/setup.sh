@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: system Chromium (and Node.js if missing), a virtualenv, the project with
-# its test extras. Safe to run again.
+# Set up a fresh machine: system Chromium (and Node.js, PostgreSQL if missing), a virtualenv, the
+# project with its test extras (which include the [postgres] and [ray] extras). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,8 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
+# PostgreSQL server binaries: the suite runs its storage tests on a throwaway cluster too.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -9,9 +9,9 @@ from typing import Annotated
 import typer
 
 from webgen_agent.apps.cli.common import (
-    PROFILE_HELP,
     ACTORS_HELP,
     CPUS_PER_RUN_HELP,
+    PROFILE_HELP,
     RAY_HELP,
     RUNS_PER_ACTOR_HELP,
     console,
