@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import SKIPPED_FILES, BlobStore
@@ -196,7 +197,7 @@ async def ship_run(
     run_id: str,
     *,
     out: Path,
-    db_path: Path,
+    db_path: str | Path | Database,
     step: int | None = None,
     build: bool = False,
     chromium: str = "",
@@ -204,7 +205,7 @@ async def ship_run(
     browser: SharedBrowser | None = None,
 ) -> ShipResult:
     """Pack a step of ``run_id`` into ``out`` (see the module docstring); ShipError says why not."""
-    db_path = Path(db_path)
+    db_path = Database.of(db_path)
     if not db_path.exists():
         raise ShipError(f"no database at {db_path}")
     if out.is_dir():
@@ -222,7 +223,8 @@ async def ship_run(
             return ShipResult(
                 run_id=run_id, step=chosen["index"], zip_path=str(out), files=count, bytes=out.stat().st_size
             )
-        with tempfile.TemporaryDirectory(prefix=".ship-", dir=db_path.parent) as tmp:
+        db_path.local_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".ship-", dir=db_path.local_dir) as tmp:
             work_dir = Path(tmp)
             project = work_dir / "project"
             store.materialize(chosen["files"], project)
@@ -246,7 +248,7 @@ async def _build_and_pack(
     project: Path,
     out: Path,
     *,
-    db_path: Path,
+    db_path: Database,
     chromium: str,
     timeout_s: float,
     browser: SharedBrowser | None,
