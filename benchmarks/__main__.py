@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks.common import machine
 
 # Fast ones first, so a broken environment shows early.
-SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share")
+SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share", "scale")
 
 
 def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:

@@ -1,0 +1,152 @@
+"""Scaling out: the same scripted rollout in-process and on Ray, and the run database on SQLite and PostgreSQL.
+
+8 trajectories (the rollout scenario's 2 instructions x 4 samples, at most 4 steps each):
+1. in-process, 4 workers, SQLite;  2. in-process, 4 workers, PostgreSQL;
+3. Ray (a local instance started before the clock starts), 2 actors x 2 runs, PostgreSQL.
+Figures: wall time and trajectories per minute; for 1 and 2 the time spent writing checkpoints
+(saver aput + aput_writes, blob writes included) per coder step and the bytes stored per step.
+PostgreSQL is a throwaway cluster (tests/postgres.py); Ray needs the [ray] extra.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import print_header, run_main
+from tests.postgres import throwaway_cluster
+from webgen_agent.apps.cluster.driver import run_rollout_on_ray
+from webgen_agent.apps.cluster.settings import RaySettings
+from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.postgres import ContentPostgresSaver
+from webgen_agent.checkpoints.saver import AtomicWritesSaver
+from webgen_agent.tools.webgen_bench import load_records
+
+RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
+SAMPLES = 4
+
+
+class CheckpointClock:
+    """Seconds spent in the savers' writes (a checkpoint and a task's writes, blobs included)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._originals: list[tuple[type, str, Callable[..., Any]]] = []
+
+    def __enter__(self) -> CheckpointClock:
+        for cls in (AtomicWritesSaver, ContentPostgresSaver):
+            for name in ("aput", "aput_writes"):
+                original = getattr(cls, name)
+                self._originals.append((cls, name, original))
+                setattr(cls, name, self._timed(original))
+        return self
+
+    def _timed(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await original(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        return timed
+
+    def __exit__(self, *exc: object) -> None:
+        for cls, name, original in self._originals:
+            setattr(cls, name, original)
+
+
+def sqlite_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in db.parent.glob(db.name + "*") if not p.name.endswith(".lock"))
+
+
+def postgres_bytes(url: str) -> int:
+    import psycopg
+
+    tables = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations", "blobs", "runs")
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s) AND c.relkind = 'r'",
+            [list(tables)],
+        ).fetchone()
+    return int(row[0]) if row and row[0] else 0
+
+
+async def main() -> dict[str, float]:
+    print_header("scale: in-process vs Ray, SQLite vs PostgreSQL (8 scripted trajectories)")
+    figures: dict[str, float] = {}
+    records = load_records(RECORDS)
+    with throwaway_cluster() as cluster, ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
+        context = rollout_context(scripted_context(server.base_url, gui_max_actions=3), max_steps=4)
+        base = Path(tempfile.mkdtemp(prefix="webgen-bench-scale-"))
+        os.environ["WEBGEN_STATE_DIR"] = str(base / "state")
+
+        async def in_process(label: str, db: str) -> tuple[float, float, int]:
+            specs = plan_rollout(records, samples=SAMPLES, name=label)
+            with CheckpointClock() as clock:
+                started = time.monotonic()
+                outcomes = await run_rollout(specs, context=context, db_path=db, out_dir=base / label, workers=4)
+                wall = time.monotonic() - started
+            steps = sum(o.steps for o in outcomes)
+            print(
+                f"{label}: {len(outcomes)} trajectories, {steps} steps in {wall:.1f} s; "
+                f"checkpoint writes {clock.seconds / max(steps, 1) * 1000:.0f} ms per step"
+            )
+            return wall, clock.seconds, steps
+
+        sqlite_db = base / "sqlite" / "webgen.db"
+        wall, spent, steps = await in_process("sqlite", str(sqlite_db))
+        figures.update(
+            sqlite_wall_s=wall,
+            sqlite_checkpoint_ms_per_step=spent / steps * 1000,
+            sqlite_bytes_per_step=sqlite_bytes(sqlite_db) / steps,
+        )
+        postgres_db = cluster.new_database("bench")
+        wall, spent, steps = await in_process("postgres", postgres_db)
+        figures.update(
+            postgres_wall_s=wall,
+            postgres_checkpoint_ms_per_step=spent / steps * 1000,
+            postgres_bytes_per_step=postgres_bytes(postgres_db) / steps,
+        )
+
+        import ray
+
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, configure_logging=False, log_to_driver=False)
+        try:
+            ray_db = cluster.new_database("ray")
+            specs = plan_rollout(records, samples=SAMPLES, name="ray")
+            settings = RaySettings(actors=2, runs_per_actor=2, cpus_per_run=(os.cpu_count() or 2) / 4)
+            started = time.monotonic()
+            outcomes = await run_rollout_on_ray(
+                specs, context=context, db=ray_db, out_dir=base / "ray", settings=settings
+            )
+            ray_wall = time.monotonic() - started
+        finally:
+            ray.shutdown()
+        print(
+            f"ray (2 actors x 2 runs, PostgreSQL): {len(outcomes)} trajectories, "
+            f"{sum(o.steps for o in outcomes)} steps in {ray_wall:.1f} s"
+        )
+        figures.update(ray_wall_s=ray_wall, ray_vs_in_process=figures["postgres_wall_s"] / ray_wall)
+    n = len(records) * SAMPLES
+    print(
+        f"throughput: in-process {n / figures['postgres_wall_s'] * 60:.1f} /min, "
+        f"Ray {n / ray_wall * 60:.1f} /min (Ray / in-process = {figures['ray_vs_in_process']:.2f})"
+    )
+    print(
+        f"per step: SQLite {figures['sqlite_checkpoint_ms_per_step']:.0f} ms, "
+        f"{figures['sqlite_bytes_per_step'] / 1024:.0f} KiB; PostgreSQL "
+        f"{figures['postgres_checkpoint_ms_per_step']:.0f} ms, {figures['postgres_bytes_per_step'] / 1024:.0f} KiB"
+    )
+    return figures
+
+
+if __name__ == "__main__":
+    run_main(main)
