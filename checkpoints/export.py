@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from webgen_agent.checkpoints.credit import CriticReward, RewardKind, cascaded_reward
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.rewards import PoolEntry, advantages, group_stats, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
@@ -79,10 +80,17 @@ class Trajectory:
         n = self.entry_of.get(step["index"])
         return None if n is None else self.pool[n]
 
-    def reward(self, step: Step) -> float:
+    def reward(self, step: Step, kind: RewardKind = "step") -> float:
         """The reward credited to a step: its pool entry's (0 when no entry covers it)."""
         entry = self.entry(step)
-        return entry.reward if entry is not None else 0.0
+        return self.entry_reward(entry, kind) if entry is not None else 0.0
+
+    def entry_reward(self, entry: PoolEntry, kind: RewardKind = "step") -> float:
+        """An entry's reward: Step-GRPO's, or WebGen-R1's cascaded reward of the page it is credited with."""
+        if kind == "step":
+            return entry.reward
+        scored = next(s for s in self.steps if s["index"] == entry.scored_step)
+        return cascaded_reward(entry.format_ok, scored)
 
     @property
     def chosen_step(self) -> int | None:
@@ -185,7 +193,7 @@ class GroupRewards:
     trajectories: dict[str, int]
 
     @classmethod
-    def of(cls, trajectories: Sequence[Trajectory]) -> GroupRewards:
+    def of(cls, trajectories: Sequence[Trajectory], kind: RewardKind = "step") -> GroupRewards:
         rewards: dict[str, list[float]] = defaultdict(list)
         keys: dict[str, list[EntryKey]] = defaultdict(list)
         counts: dict[str, int] = defaultdict(int)
@@ -193,7 +201,7 @@ class GroupRewards:
             counts[trajectory.group_id] += 1
             for n, entry in enumerate(trajectory.pool):
                 keys[trajectory.group_id].append((trajectory.trajectory_id, n))
-                rewards[trajectory.group_id].append(entry.reward)
+                rewards[trajectory.group_id].append(trajectory.entry_reward(entry, kind))
         advantage = {
             key: value for group in rewards for key, value in zip(keys[group], advantages(rewards[group]), strict=True)
         }
@@ -212,13 +220,15 @@ def arrow_friendly_order(items: Sequence[T], *, complete: Callable[[T], bool]) -
     return [items[first], *items[:first], *items[first + 1 :]]
 
 
-def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[StepGrpoRecord]:
+def step_grpo_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+) -> Iterator[StepGrpoRecord]:
     """One record per coder step covered by a pool entry; its reward and advantage are the entry's,
     normalised over the entries of the whole group."""
     pairs = [(t, step) for t in trajectories for step in t.steps if step["index"] in t.entry_of]
     texts.prefetch_prompts(step["prompt"] for _, step in pairs)
     texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs")))
-    groups = GroupRewards.of(trajectories)
+    groups = GroupRewards.of(trajectories, kind)
     stats = {group: group_stats(rewards) for group, rewards in groups.rewards.items()}
     for trajectory, step in arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs"))):
         group = trajectory.group_id
@@ -238,7 +248,7 @@ def step_grpo_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> I
             scored_step=entry.scored_step,
             pool_entry=n,
             profile=trajectory.profile,
-            reward=entry.reward,
+            reward=trajectory.entry_reward(entry, kind),
             advantage=groups.advantage[(trajectory.trajectory_id, n)],
             group_mean=mean,
             group_std=std,
@@ -318,7 +328,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
     yield from arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
 
 
-def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecord]:
+def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "step") -> Iterator[RewardsRecord]:
     for trajectory in trajectories:
         steps = trajectory.steps
         entries = [trajectory.entry(s) for s in steps]
@@ -330,11 +340,11 @@ def rewards_records(trajectories: Sequence[Trajectory]) -> Iterator[RewardsRecor
             profile=trajectory.profile,
             chosen_step=-1 if chosen is None else chosen,
             steps=[s["index"] for s in steps],
-            rewards=[trajectory.reward(s) for s in steps],
+            rewards=[trajectory.reward(s, kind) for s in steps],
             screenshot_scores=[e.screenshot_score if e is not None else 0 for e in entries],
             gui_scores=[e.gui_score if e is not None else 0 for e in entries],
             format_ok=[bool(s["format_ok"]) for s in steps],
-            pool_rewards=[e.reward for e in trajectory.pool],
+            pool_rewards=[trajectory.entry_reward(e, kind) for e in trajectory.pool],
             pool_steps=[list(e.steps) for e in trajectory.pool],
         )
 
@@ -401,17 +411,28 @@ def write_jsonl(records: Iterable[BaseModel], path: Path) -> int:
 
 
 def build_records(
-    export_format: ExportFormat, trajectories: Sequence[Trajectory], store: BlobStore, *, min_score: float | None = None
+    export_format: ExportFormat,
+    trajectories: Sequence[Trajectory],
+    store: BlobStore,
+    *,
+    min_score: float | None = None,
+    reward: RewardKind = "step",
+    critic_reward: CriticReward = "dh",
 ) -> Iterator[BaseModel]:
     texts = BlobTexts(store)
     if export_format == "step-grpo":
-        return step_grpo_records(trajectories, texts)
+        return step_grpo_records(trajectories, texts, kind=reward)
+    if export_format == "webloop":
+        # Imported here: the webloop export builds on this module's readers.
+        from webgen_agent.checkpoints.export_webloop import webloop_records
+
+        return webloop_records(trajectories, texts, critic=critic_reward)
     if export_format == "sft":
         return sft_records(trajectories, texts, min_score=min_score)
     if export_format == "critic":
         return critic_records(trajectories, texts)
     if export_format == "rewards":
-        return rewards_records(trajectories)
+        return rewards_records(trajectories, kind=reward)
     raise ValueError(f"unknown export format {export_format!r}")
 
 
@@ -423,13 +444,18 @@ async def export_trajectories(
     groups: Sequence[str] | None = None,
     min_score: float | None = None,
     include_unfinished: bool = False,
+    reward: RewardKind = "step",
+    critic_reward: CriticReward = "dh",
 ) -> ExportReport:
     """Read the trajectories and write ``out`` (JSON lines) in ``export_format``."""
     started = time.monotonic()
     trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
     store = BlobStore(db_path)
     try:
-        count = write_jsonl(build_records(export_format, trajectories, store, min_score=min_score), Path(out))
+        records = build_records(
+            export_format, trajectories, store, min_score=min_score, reward=reward, critic_reward=critic_reward
+        )
+        count = write_jsonl(records, Path(out))
     finally:
         store.close()
     return ExportReport(

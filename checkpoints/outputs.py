@@ -13,8 +13,19 @@ from webgen_agent.core.state import Event, Step
 from webgen_agent.core.steps import StepView
 
 
+class PageSummary(BaseModel):
+    """One captured page of a step, as run.json lists it."""
+
+    path: str = Field(description="The page's path on the site, e.g. / or /menu.")
+    title: str = ""
+    screenshot: str | None = Field(default=None, description="Its PNG, relative to the output folder.")
+    render_error: str | None = Field(default=None, description="Why it did not render, when it did not.")
+
+
 class StepSummary(StepView):
-    """A step as run.json lists it (the shared step view)."""
+    """A step as run.json lists it (the shared step view), with every page captured for it."""
+
+    pages: list[PageSummary] = Field(default_factory=list, description="Landing page first.")
 
 
 class RunSummary(BaseModel):
@@ -48,21 +59,44 @@ class RunSummary(BaseModel):
         )
 
 
+def _write_png(store: BlobStore, digest: str, target: Path) -> None:
+    if not target.exists():
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(store.get(digest))
+
+
+def page_summaries(out_dir: Path, step: Step, store: BlobStore) -> list[PageSummary]:
+    """The step's pages, their screenshots written as ``steps/<step>-<n>.png`` (n = 0 the landing page)."""
+    listed = step.get("pages")
+    if not listed:
+        return []
+    pages = []
+    for position, page in enumerate(store.get_json(listed)):
+        shot = None
+        if page.get("screenshot"):
+            shot = f"steps/{step['index']}-{position}.png"
+            _write_png(store, page["screenshot"], out_dir / shot)
+        pages.append(
+            PageSummary(
+                path=page["path"], title=page.get("title", ""), screenshot=shot, render_error=page.get("render_error")
+            )
+        )
+    return pages
+
+
 def write_run_outputs(
     out_dir: Path, state: dict[str, Any], store: BlobStore, *, warnings: list[str] | None = None
 ) -> RunSummary:
     """Write screenshots and run.json (the site itself is written by finalize)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    shots = out_dir / "steps"
     steps: list[Step] = state.get("steps", [])
     for step in steps:
         if screenshot := step.get("screenshot"):
-            shots.mkdir(exist_ok=True)
-            target = shots / f"{step['index']}.png"
-            if not target.exists():
-                target.write_bytes(store.get(screenshot))
+            _write_png(store, screenshot, out_dir / "steps" / f"{step['index']}.png")
     summary = RunSummary.of(state)
     summary.warnings = list(warnings or [])
+    for view, step in zip(summary.steps, steps, strict=True):
+        view.pages = page_summaries(out_dir, step, store)
     (out_dir / "run.json").write_text(json.dumps(summary.model_dump(mode="json"), indent=2))
     return summary
 

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from webgen_agent.core.views import Critique
 
-ExportFormat = Literal["step-grpo", "sft", "critic", "rewards"]
+ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop"]
+WebloopRole = Literal["generator", "critic", "refiner"]
 
 
 class ChatMessage(BaseModel):
@@ -117,6 +118,36 @@ class RewardsRecord(BaseModel):
         description="The trajectory's reward pool (the R Step-GRPO normalises): one reward per entry."
     )
     pool_steps: list[list[int]] = Field(description="For each pool entry, the steps whose tokens it covers.")
+
+
+class WebloopRecord(BaseModel):
+    """One role turn of a WebLoop trajectory with its per-role credit (docs/rewards.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str = Field(description="Instruction id; advantages are normalised per role over this group.")
+    trajectory_id: str = Field(description="Run id.")
+    step: int = Field(description="The coder step of the turn; for a Critic turn, the step it ran after.")
+    role: WebloopRole = Field(description="generator, critic or refiner.")
+    prompt: list[ChatMessage] = Field(description="The exact messages the role's model was sent.")
+    completion: str = Field(description="The model's output (the critique as JSON for the Critic).")
+    reward: float = Field(description="Generator/Refiner: check score of its page (-1 malformed); Critic: D, H or D+H.")
+    d: float = Field(
+        description="Critic discriminability: share of requirements its verdict matched the check (0 otherwise)."
+    )
+    h: float = Field(description="Critic helpfulness: check score after its refinement minus before (0 otherwise).")
+    advantage: float = Field(
+        description="(reward - group_mean) / (group_std + 1e-6), over this role's turns in the group."
+    )
+    group_mean: float = Field(description="Mean reward of the role's turns in the group.")
+    group_std: float = Field(description="Sample std (ddof=1) of those rewards; 1 for a lone turn.")
+    group_size: int = Field(description="Number of the role's turns in the group.")
+    check_score: float = Field(description="Check score of the turn's page (for a Critic: the page it criticised).")
+    check_score_after: float = Field(description="For a Critic: check score of the refined page; else check_score.")
+    checks: list[str] = Field(description="The check verdicts (YES/PARTIAL/NO) behind check_score, by requirement id.")
+    critic_verdicts: list[str] = Field(description="Critic: its status per requirement id (met/partly/unmet, '' none).")
+    critic_model: str = Field(description="Critic: coder (shared policy) or feedback; '' for other roles.")
+    format_ok: bool = Field(description="The coder's reply followed the edit format (true for Critic turns).")
 
 
 class ExportReport(BaseModel):

@@ -25,6 +25,9 @@ Profile = Literal["upstream", "default"]
 PROFILES: tuple[Profile, ...] = ("upstream", "default")
 # WebGen-Agent's capture and GUI-agent window.
 UPSTREAM_VIEWPORT = (1024, 768)
+# Which graph shape a run takes (docs/loops.md): WebGen-Agent's loop, WebLoop's Generator/Critic/Refiner
+# rounds, or one Generator turn (WebGen-R1 style).
+LoopName = Literal["webgen-agent", "webloop", "single"]
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
 DEFAULT_RUNS_DIR = Path("webgen-runs")
@@ -95,6 +98,18 @@ class AgentContext(BaseModel):
     sandbox: SandboxSettings = Field(
         default_factory=SandboxSettings, description="The sandbox for generated code and its limits."
     )
+    loop: LoopName = Field(default="webgen-agent", description="webgen-agent, webloop or single (docs/loops.md).")
+    critique_rounds: int = Field(default=2, ge=1, description="webloop: Critic + Refiner rounds after the Generator.")
+    shared_policy: bool = Field(
+        default=False, description="webloop: the coder model answers as Critic too (one policy in every role)."
+    )
+    requirement_checks: bool | None = Field(
+        default=None,
+        description="Check each requirement with the GUI agent after every judged page; None = on "
+        "for webloop and single, off for webgen-agent.",
+    )
+    scaffold: str = Field(default="", description="Project scaffold the workspace starts from (empty: none).")
+    max_pages: int = Field(default=4, ge=1, description="Pages captured per step, the landing page included.")
 
     @model_validator(mode="before")
     @classmethod

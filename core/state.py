@@ -83,6 +83,13 @@ class Step(TypedDict):
     critic_prompt: NotRequired[str | None]  # blob hash of the JSON messages the llm Critic was sent
     feedback: NotRequired[str | None]  # blob hash of the message the next Refiner turn got
     logprobs: NotRequired[str | None]  # blob hash, when the endpoint returned them
+    pages: NotRequired[str | None]  # blob hash of the JSON list of captured pages (landing page first)
+    page_count: NotRequired[int]
+    structure_ok: NotRequired[bool]  # the scaffold's structural check passed (only with a scaffold)
+    checks: NotRequired[str | None]  # blob hash of the JSON list of requirement-check results of this page
+    check_score: NotRequired[float]  # mean credit of those checks (0-1)
+    critic_target: NotRequired[int]  # for an execution-free critique: the step whose page it judged
+    critic_model: NotRequired[str]  # the model role that answered as Critic (coder or feedback)
 
 
 class StepUpdate(TypedDict, total=False):
@@ -121,6 +128,13 @@ class StepUpdate(TypedDict, total=False):
     critic_prompt: str | None
     feedback: str | None
     logprobs: str | None
+    pages: str | None
+    page_count: int
+    structure_ok: bool
+    checks: str | None
+    check_score: float
+    critic_target: int
+    critic_model: str
 
 
 class Event(TypedDict, total=False):
@@ -168,6 +182,7 @@ class InputState(TypedDict, total=False):
     run_id: str
     out_dir: str
     group_id: str
+    requirements: str  # blob hash of the JSON list of {task, expected_result} to check (optional)
 
 
 class OutputState(TypedDict, total=False):
@@ -199,3 +214,4 @@ class AgentState(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Literal["upstream", "default"]  # the rules the run followed (exports read it)
+    requirements: str | None  # blob hash of the instruction's requirement list (checks, execution-free critic)

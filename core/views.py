@@ -87,3 +87,40 @@ class Critique(BaseModel):
     checks: list[RequirementCheck] = Field(description="Every requirement, one by one.")
     diagnosis: str = Field(description="The root cause of what is wrong, in a few sentences.")
     plan: list[str] = Field(description="Ordered, concrete code changes to make next.")
+
+
+class RequirementItem(BaseModel):
+    """One checkable requirement of an instruction (a WebGen-Bench test case has the same two fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="What a browser tester does on the site: what to open, click or type.")
+    expected_result: str = Field(description="What the site shows when the requirement is met.")
+
+
+class RequirementList(BaseModel):
+    """The feedback model's requirements for an instruction that came without test cases."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requirements: list[RequirementItem] = Field(description="One per function or visible feature asked for.")
+
+
+class RequirementVerdict(BaseModel):
+    """The execution-free Critic's verdict on one requirement, judged from the code."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(ge=0, description="The requirement's id in the numbered list.")
+    status: Literal["met", "partly", "unmet"]
+    evidence: str = Field(description="What in the code shows this.")
+
+
+class CodeCritique(BaseModel):
+    """The execution-free Critic's answer (WebLoop): verdicts per requirement, diagnosis, repair plan."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verdicts: list[RequirementVerdict] = Field(description="One verdict per requirement id.")
+    diagnosis: str = Field(description="The root cause of what is wrong, in a few sentences.")
+    plan: list[str] = Field(description="Ordered, concrete code changes to make next.")

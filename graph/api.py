@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import DEFAULT_DB, AgentContext
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
@@ -44,6 +45,12 @@ RUN_SETTINGS = (
     "profile",
     "viewport_width",
     "viewport_height",
+    "loop",
+    "critique_rounds",
+    "shared_policy",
+    "requirement_checks",
+    "scaffold",
+    "max_pages",
 )
 
 
@@ -138,8 +145,14 @@ async def run_requirement(
     group_id: str = "",
     db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
+    requirements: Sequence[Mapping[str, str]] | None = None,
 ) -> RunResult:
-    """Run the whole workflow for one requirement and return where the site is."""
+    """Run the whole workflow for one requirement and return where the site is.
+
+    ``requirements`` (``{"task", "expected_result"}`` each, e.g. a WebGen-Bench record's test cases)
+    are what the requirement checks test; without them the feedback model writes them once per
+    requirement text.
+    """
     if not requirement.strip():
         raise ValueError("the requirement is empty")
     run_id = run_id or new_run_id()
@@ -159,6 +172,8 @@ async def run_requirement(
         "out_dir": record.out_dir,
         "group_id": group_id,
     }
+    if requirements:
+        graph_input["requirements"] = stored_requirements(db_path, requirements)
     return await _drive(
         graph_input, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress
     )
@@ -268,6 +283,16 @@ async def fork_run(
         settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
     )
     return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
+
+
+def stored_requirements(db_path: str | Path | Database, requirements: Sequence[Mapping[str, str]]) -> str:
+    """The blob hash of the requirement list (only its two fields, in order)."""
+    items = [{"task": r["task"], "expected_result": r["expected_result"]} for r in requirements]
+    store = BlobStore(db_path)
+    try:
+        return store.put_json(items)
+    finally:
+        store.close()
 
 
 def new_run_id_suffix() -> str:

@@ -1,7 +1,9 @@
 """The workflow: nodes joined by conditional edges; the routers live in ``graph/routers.py``.
 
 START -> generator -> executor -> screenshot_judge -> gui_tester -> finalize, with critic -> refiner
-closing the loop and backtrack after ``error_limit`` consecutive errored steps.
+closing the loop and backtrack after ``error_limit`` consecutive errored steps (WebGen-Agent). The
+same graph holds WebLoop's checker and execution-free code_critic; the routers choose the edges
+by the run's ``loop`` (docs/loops.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, InputState, OutputState
 from webgen_agent.graph.routers import (
     route_after_backtrack,
+    route_after_checker,
+    route_after_code_critic,
     route_after_coder,
     route_after_critic,
     route_after_executor,
@@ -21,6 +25,8 @@ from webgen_agent.graph.routers import (
     route_after_judge,
 )
 from webgen_agent.nodes.backtrack import backtrack
+from webgen_agent.nodes.checker import checker
+from webgen_agent.nodes.code_critic import code_critic
 from webgen_agent.nodes.critic import critic
 from webgen_agent.nodes.executor import executor
 from webgen_agent.nodes.finalize import finalize
@@ -29,7 +35,7 @@ from webgen_agent.nodes.gui_tester import gui_tester
 from webgen_agent.nodes.refiner import refiner
 from webgen_agent.nodes.screenshot_judge import screenshot_judge
 
-NODES = (generator, executor, screenshot_judge, gui_tester, critic, refiner, backtrack, finalize)
+NODES = (generator, executor, screenshot_judge, gui_tester, critic, refiner, backtrack, finalize, checker, code_critic)
 
 
 def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputState]:
@@ -45,6 +51,8 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
     builder.add_conditional_edges("gui_tester", route_after_gui)
     builder.add_conditional_edges("critic", route_after_critic)
     builder.add_conditional_edges("backtrack", route_after_backtrack)
+    builder.add_conditional_edges("checker", route_after_checker)
+    builder.add_conditional_edges("code_critic", route_after_code_critic)
     builder.add_edge("finalize", END)
     return builder
 

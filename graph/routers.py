@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 
 from langgraph.runtime import get_runtime
 
-from webgen_agent.core.context import AgentContext, Profile
+from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.state import AgentState
 from webgen_agent.nodes.profile import rules_for
 
@@ -30,6 +30,9 @@ class RoutingLimits(Protocol):
     backtrack: bool
     appearance_threshold: int
     profile: Profile
+    loop: LoopName
+    critique_rounds: int
+    requirement_checks: bool | None
 
 
 # Used only when a router runs outside a run (e.g. a state update from Studio without context).
@@ -62,17 +65,31 @@ def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:
     return len(state.get("steps") or []) >= context.max_steps
 
 
+def checks_on(context: RoutingLimits) -> bool:
+    """Requirement checks follow each judged page: always in webloop and single, on request otherwise."""
+    if context.requirement_checks is not None:
+        return context.requirement_checks
+    return context.loop != "webgen-agent"
+
+
+def _rounds_left(state: AgentState, context: RoutingLimits) -> bool:
+    """webloop: another Critic + Refiner round fits (rounds and step budget)."""
+    refined = sum(1 for s in state.get("steps") or [] if s["role"] == "refiner")
+    return refined < context.critique_rounds and not _budget_spent(state, context)
+
+
 def route_after_coder(
-    state: AgentState,
-    limits: RoutingLimits | None = None,
-) -> Literal["executor", "gui_tester", "critic", "backtrack", "finalize"]:
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["executor", "gui_tester", "critic", "code_critic", "backtrack", "finalize"]:
     context = limits_of(limits)
     step = state["steps"][state["current"]]
     action = step["action"]
     if action == "edit":
         return "executor"
-    if action == "finish":
+    if action == "finish" or context.loop == "single":
         return "finalize"
+    if context.loop == "webloop":  # no page changed: the next round criticises the same code, if one is left
+        return "code_critic" if _rounds_left(state, context) else "finalize"
     if action == "screenshot_validated":
         if step["tests_step"] is None:
             return "backtrack" if _should_backtrack(state, context) else "critic"  # nothing to test yet
@@ -86,30 +103,46 @@ def route_after_coder(
 
 
 def route_after_executor(
-    state: AgentState,
-    limits: RoutingLimits | None = None,
-) -> Literal["screenshot_judge", "critic", "backtrack"]:
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["screenshot_judge", "checker", "critic", "backtrack"]:
     context = limits_of(limits)
     step = state["steps"][state["current"]]
     execution = step.get("execution")
     if execution is None:
         raise RoutingError(f"step {step['index']} left the executor without an execution result")
-    if execution.get("ok"):
+    if execution["ok"]:
         return "screenshot_judge"
+    if context.loop != "webgen-agent":
+        return "checker"  # a page that did not run fails every check (the Critic's D is measured on it)
     if rules_for(context.profile).judging == "upstream" and step.get("screenshot"):
         return "screenshot_judge"  # upstream grades every captured screenshot, errors or not
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_judge(
-    state: AgentState,
-    limits: RoutingLimits | None = None,
-) -> Literal["gui_tester", "critic", "backtrack"]:
-    context = limits_of(limits)
+def _after_judgement(state: AgentState, context: RoutingLimits) -> Literal["gui_tester", "critic", "backtrack"]:
+    """WebGen-Agent's choice after a page was judged: GUI test a good-looking page, else criticise."""
     step = state["steps"][state["current"]]
     if rules_for(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
+
+
+def route_after_judge(
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["checker", "gui_tester", "critic", "backtrack"]:
+    context = limits_of(limits)
+    return "checker" if checks_on(context) else _after_judgement(state, context)
+
+
+def route_after_checker(
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["code_critic", "finalize", "gui_tester", "critic", "backtrack"]:
+    context = limits_of(limits)
+    if context.loop == "webloop":
+        return "code_critic" if _rounds_left(state, context) else "finalize"
+    if context.loop == "single":
+        return "finalize"
+    return _after_judgement(state, context)
 
 
 def route_after_gui(
@@ -135,10 +168,13 @@ def route_after_critic(state: AgentState, limits: RoutingLimits | None = None) -
 
 
 def route_after_backtrack(
-    state: AgentState,
-    limits: RoutingLimits | None = None,
+    state: AgentState, limits: RoutingLimits | None = None
 ) -> Literal["refiner", "generator", "finalize"]:
     context = limits_of(limits)
     if _budget_spent(state, context):
         return "finalize"
     return "refiner" if state.get("messages") else "generator"
+
+
+def route_after_code_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner"]:
+    return "refiner"

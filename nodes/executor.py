@@ -7,6 +7,7 @@ overlay, a blank page) and come back as text for the coder, never as exceptions.
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 from langgraph.runtime import Runtime
 
@@ -21,10 +22,12 @@ from webgen_agent.nodes.common import (
     prepared_workspace,
     workspace_dir,
 )
+from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pages_error
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.process import ManagedProcess
+from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
 from webgen_agent.tools.site import ExecutionResult
 from webgen_agent.tools.workspace import apply_files
 
@@ -87,6 +90,22 @@ def execution_record(result: ExecutionResult) -> Execution:
     }
 
 
+def structure_failure(scaffold: Scaffold, problems: list[str]) -> Execution:
+    listed = "\n".join(f"- {p}" for p in problems)
+    return {
+        "ok": False,
+        "stage": "structure",
+        "error": f"The {scaffold.name} scaffold's structural check failed, so nothing was installed or started:\n{listed}",
+        "install_ran": False,
+        "install_cached": False,
+        "server_restarted": False,
+        "url": None,
+        "install_s": 0.0,
+        "start_s": 0.0,
+        "fresh_s": 0.0,
+    }
+
+
 @node
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
@@ -103,8 +122,10 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     served_before = await site.served_modules(touched)
     workspace = prepared_workspace(state)
 
-    applied = apply_files(workspace, parsed.files)
-    problems = [*step["problems"], *(f"{path}: {why}" for path, why in applied.refused.items())]
+    scaffold = load_scaffold(context.scaffold) if context.scaffold else None
+    refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
+    applied = apply_files(workspace, [f for f in parsed.files if f.path not in refusals])
+    problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
     for command in parsed.shell:
         if not context.allow_shell:
             problems.append(f"Shell action not run (shell actions are disabled): {command[:120]}")
@@ -124,6 +145,24 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     (workspace / WORKSPACE_MARKER).write_text(files)
     after = blobs.manifest(files)
     changed = sorted(_diff(before, after))
+    structure = scaffold.check(workspace) if scaffold else []
+    if scaffold is not None and structure:  # checked before anything is installed or started
+        failed: StepUpdate = {
+            "index": step["index"],
+            "files": files,
+            "changed": changed,
+            "problems": problems,
+            "execution": structure_failure(scaffold, structure),
+            "structure_ok": False,
+            "errored": True,
+        }
+        return {
+            "files": files,
+            "edit_step": step["index"],
+            "steps": [failed],
+            "consecutive_errors": state.get("consecutive_errors", 0) + 1,
+            "_message": "structure: the scaffold's check failed",
+        }
 
     # The server's view: what differs from the files it last served (a restore included), not the
     # step's diff against its parent.
@@ -138,6 +177,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         "problems": problems,
         "execution": execution,
     }
+    if scaffold is not None:
+        patch["structure_ok"] = True
     # Upstream screenshots whatever answers at the URL, also an error page.
     if result.url and (result.ok or rules.judging == "upstream"):
         browser = await resources.browser(context)
@@ -159,6 +200,17 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             }
         )
         render_error = capture.render_error
+        if result.ok:  # the site's other pages: declared routes, else the landing page's links
+            routes = scaffold.routes(workspace) if scaffold else None
+            paths = other_paths(result.url, capture, routes, context.max_pages)
+            others = await capture_pages(browser, result.url, paths, context)
+            for _, other in others:
+                site.note_page(other.module_paths, other.failed_module_paths)
+            pages = [page_record(urlsplit(result.url).path or "/", capture, blobs)]
+            pages += [page_record(path, other, blobs) for path, other in others]
+            patch["pages"] = blobs.put_json(pages)
+            patch["page_count"] = len(pages)
+            render_error = render_error or pages_error(pages)
         if render_error:
             execution.update({"ok": False, "stage": "render", "error": render_error})
     errored = not execution["ok"]

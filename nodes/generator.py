@@ -16,11 +16,13 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
+from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import chat_ref, coder_turn
 from webgen_agent.nodes.common import Update, node, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.scaffolds import load_scaffold
 
 
 def run_identity(state: AgentState, context: AgentContext) -> Update:
@@ -36,17 +38,36 @@ def run_identity(state: AgentState, context: AgentContext) -> Update:
     return {"run_id": run_id, "out_dir": out_dir}
 
 
+def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
+    """The scaffold's snapshot (manifest hash) and the note that tells the coder about it; (None, "") without."""
+    if not context.scaffold:
+        return None, ""
+    scaffold = load_scaffold(context.scaffold)
+    files = get_resources().store.snapshot(scaffold.files_dir)
+    shown = "\n\n".join(
+        f"=== {path} ===\n{(scaffold.files_dir / path).read_text(encoding='utf-8')}"
+        for path in sorted(get_resources().store.manifest(files))
+    )
+    note = prompts.scaffold_note(
+        scaffold.name, scaffold.description, scaffold.guide, scaffold.fixed, scaffold.fillable, shown
+    )
+    return files, note
+
+
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     rules = rules_for(runtime.context.profile)
+    files, note = scaffold_start(runtime.context)
+    request = rules.first_user(state["requirement"])
     conversation = [
         chat_ref("system", rules.coder_system),
-        chat_ref("user", rules.first_user(state["requirement"])),
+        chat_ref("user", f"{request}\n\n{note}" if note else request),
     ]
     get_resources().warm_browser(runtime.context)  # ready by the first capture
     warm_gui_agent()
     instruction = None
-    if not state.get("test_instruction"):  # a restart from scratch keeps the run's instruction
+    # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
+    if runtime.context.loop == "webgen-agent" and not state.get("test_instruction"):
         instruction = asyncio.create_task(early_test_instruction(runtime.context, state["requirement"]))
     try:
         update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
@@ -61,7 +82,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         step["tokens"] = {**step.get("tokens", {}), "test_instruction": usage_record(written[1])}
     update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
-    update["files"] = None
+    update["files"] = files  # the scaffold the workspace starts from, or nothing
     update["profile"] = rules.name
     update.update(run_identity(state, runtime.context))
     return update

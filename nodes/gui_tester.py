@@ -26,6 +26,12 @@ from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
 
 
+def page_paths(step: Step) -> list[str]:
+    """The site's captured pages (the GUI agent may move between them)."""
+    pages = step.get("pages")
+    return [p["path"] for p in get_resources().store.get_json(pages)] if pages else []
+
+
 @node
 async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
@@ -61,7 +67,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         )
         run = await run_gui_agent(
             url=served.url,
-            task=prompts.gui_task(served.url, instruction),
+            task=prompts.gui_task(served.url, instruction, page_paths(target)),
             settings=settings,
             prepared=prepared,  # opened while the screenshot was graded (closed by the run either way)
         )

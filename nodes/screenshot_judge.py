@@ -27,18 +27,26 @@ ERRORED_SCORE = UPSTREAM_ERRORED_SCORE
 PREPARE_GUI_AFTER_S = 1.0
 
 
-def judge_messages(requirement: str, png: bytes, visible_text: str) -> list[dict]:
-    image = base64.b64encode(png).decode("ascii")
-    return [
-        {"role": "system", "content": prompts.JUDGE_SYSTEM},
-        {
-            "role": "user",
-            "content": [
-                {"type": "text", "text": prompts.judge_user(requirement, visible_text[:3000])},
-                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}},
-            ],
-        },
-    ]
+def _image(png: bytes) -> dict:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode("ascii")}}
+
+
+def judge_messages(
+    requirement: str, png: bytes, visible_text: str, other_pages: list[tuple[str, bytes]] | None = None
+) -> list[dict]:
+    """The grading request: the landing page's screenshot, then one per other page of the site, captioned."""
+    content: list[dict] = [{"type": "text", "text": prompts.judge_user(requirement, visible_text[:3000])}, _image(png)]
+    for path, other in other_pages or []:
+        content += [{"type": "text", "text": prompts.judge_page_caption(path)}, _image(other)]
+    return [{"role": "system", "content": prompts.JUDGE_SYSTEM}, {"role": "user", "content": content}]
+
+
+def other_page_shots(step: Step) -> list[tuple[str, bytes]]:
+    """(path, PNG) of the step's pages after the landing page (multi-page capture)."""
+    if not step.get("pages"):
+        return []
+    blobs = store()
+    return [(p["path"], blobs.get(p["screenshot"])) for p in blobs.get_json(step["pages"])[1:] if p.get("screenshot")]
 
 
 async def _prepare_gui_test_while_waiting(
@@ -129,7 +137,9 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     step = current_step(state)
     blobs = store()
     page = blobs.get_json(step["page"]) if step.get("page") else {}
-    messages = judge_messages(state["requirement"], blobs.get(step["screenshot"]), page.get("visible_text", ""))
+    messages = judge_messages(
+        state["requirement"], blobs.get(step["screenshot"]), page.get("visible_text", ""), other_page_shots(step)
+    )
     grading = asyncio.create_task(ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement))
     try:
         await _prepare_gui_test_while_waiting(state, step, runtime.context, grading)

@@ -91,6 +91,9 @@ _CONTENT_JS = """() => {
   return {blank: !text && !media.some(visible), text};
 }"""
 
+# Where the page links to (absolute URLs, document order), for multi-page capture.
+_LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]'), a => a.href).slice(0, 200)"
+
 _SETTLE_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 
@@ -118,6 +121,7 @@ class PageCapture(BaseModel):
         default=None, description="Where the page tried to go when it left the site's origin."
     )
     closed: bool = Field(default=False, description="The page closed itself (window.close).")
+    links: list[str] = Field(default_factory=list, description="Absolute URLs of the page's links, in document order.")
     blank: bool = False
     load_error: str | None = None
     seconds: float = 0.0
@@ -487,6 +491,9 @@ async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: fl
         content = await asyncio.wait_for(page.evaluate(_CONTENT_JS), step_timeout)
         result.visible_text = str(content.get("text") or "")[:_MAX_TEXT]
         result.blank = bool(content.get("blank"))
+    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+        links = await asyncio.wait_for(page.evaluate(_LINKS_JS), step_timeout)
+        result.links = [str(link) for link in links if isinstance(link, str)]
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):

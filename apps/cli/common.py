@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, SandboxSettings, Settings
+from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, LoopName, SandboxSettings, Settings
 
 # Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -167,3 +167,33 @@ async def run_with_view(title: str, start: Any) -> Any:
 
     with ProgressView(console, title) as view:
         return await start(view.on_event)
+
+
+# Flags of the loop a run takes (docs/loops.md), shared by ``run`` and ``rollout``.
+LoopFlag = Annotated[LoopName | None, typer.Option("--loop", help="webgen-agent (default), webloop or single.")]
+RoundsFlag = Annotated[int | None, typer.Option(min=1, help="webloop: Critic + Refiner rounds (default 2).")]
+SharedPolicyFlag = Annotated[bool, typer.Option(help="webloop: the coder model answers as Critic too.")]
+ScaffoldFlag = Annotated[str | None, typer.Option(help="Start from this project scaffold: react-router, static-pages.")]
+MaxPagesFlag = Annotated[
+    int | None, typer.Option(min=1, help="Pages captured per step, landing page included (default 4).")
+]
+
+
+def loop_overrides(
+    loop: LoopName | None, critique_rounds: int | None, shared_policy: bool, scaffold: str | None, max_pages: int | None
+) -> dict[str, Any]:
+    """Context overrides from the loop flags; an unknown scaffold ends the command with one line."""
+    from webgen_agent.tools.scaffolds import ScaffoldError, load_scaffold
+
+    if scaffold:
+        try:
+            load_scaffold(scaffold)
+        except ScaffoldError as exc:
+            fail(str(exc))
+    return {
+        "loop": loop,
+        "critique_rounds": critique_rounds,
+        "shared_policy": shared_policy or None,
+        "scaffold": scaffold,
+        "max_pages": max_pages,
+    }

@@ -14,10 +14,16 @@ from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
     RAY_HELP,
     RUNS_PER_ACTOR_HELP,
+    LoopFlag,
+    MaxPagesFlag,
+    RoundsFlag,
+    ScaffoldFlag,
+    SharedPolicyFlag,
     console,
     db_option,
     errors,
     fail,
+    loop_overrides,
     make_context,
     ray_settings,
     resolve_db,
@@ -30,6 +36,7 @@ from webgen_agent.apps.rollout.service import (
     ROLLOUT_TEMPERATURE,
     ROLLOUT_TOP_P,
 )
+from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.views import ExportFormat
 from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
 
@@ -73,10 +80,18 @@ def rollout(
     actors: Annotated[int | None, typer.Option(min=1, help=ACTORS_HELP, rich_help_panel="Ray")] = None,
     runs_per_actor: Annotated[int, typer.Option(min=1, help=RUNS_PER_ACTOR_HELP, rich_help_panel="Ray")] = 2,
     cpus_per_run: Annotated[float, typer.Option(min=0.01, help=CPUS_PER_RUN_HELP, rich_help_panel="Ray")] = 1.0,
+    loop: LoopFlag = None,
+    critique_rounds: RoundsFlag = None,
+    shared_policy: SharedPolicyFlag = False,
+    scaffold: ScaffoldFlag = None,
+    max_pages: MaxPagesFlag = None,
+    reward: Annotated[
+        RewardKind, typer.Option(help="step, or cascaded: every judged page also gets its requirement checks.")
+    ] = "step",
     *,
     settings: Settings,
 ) -> None:
-    """Run SAMPLES trajectories per instruction for Step-GRPO; re-run the same command to continue."""
+    """Run SAMPLES trajectories per instruction for training; re-run the same command to continue."""
     from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
@@ -89,7 +104,14 @@ def rollout(
         fail(f"{data}: no records selected")
     name = name or data.stem
     context = rollout_context(
-        make_context(settings, critic=critic, gui_max_actions=gui_max_actions, profile=profile),
+        make_context(
+            settings,
+            critic=critic,
+            gui_max_actions=gui_max_actions,
+            profile=profile,
+            requirement_checks=True if reward == "cascaded" else None,
+            **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
+        ),
         max_steps=max_steps,
         temperature=temperature,
         top_p=top_p,
@@ -133,13 +155,21 @@ def rollout(
 
 @app.command()
 def export(
-    export_format: Annotated[ExportFormat, typer.Option("--format", help="step-grpo, sft, critic or rewards.")],
+    export_format: Annotated[
+        ExportFormat, typer.Option("--format", help="step-grpo, sft, critic, rewards or webloop.")
+    ],
     out: Annotated[Path, typer.Option(help="Output JSON-lines file.", dir_okay=False)],
     groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,
     min_score: Annotated[
         float | None, typer.Option(help="sft: keep trajectories whose chosen step's reward is at least this.")
     ] = None,
     include_unfinished: Annotated[bool, typer.Option(help="Also read failed and interrupted runs.")] = False,
+    reward: Annotated[
+        RewardKind, typer.Option(help="step-grpo and rewards: step (WebGen-Agent) or cascaded (WebGen-R1).")
+    ] = "step",
+    critic_reward: Annotated[
+        CriticReward, typer.Option(help="webloop: the Critic's reward, d (discriminability), h (helpfulness) or dh.")
+    ] = "dh",
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Write trajectories as training data (formats in docs/exports.md)."""
@@ -156,6 +186,8 @@ def export(
             groups=_split(groups) or None,
             min_score=min_score,
             include_unfinished=include_unfinished,
+            reward=reward,
+            critic_reward=critic_reward,
         )
     )
     console.print(

@@ -11,9 +11,15 @@ import typer
 
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
+    LoopFlag,
+    MaxPagesFlag,
+    RoundsFlag,
+    ScaffoldFlag,
+    SharedPolicyFlag,
     console,
     db_option,
     fail,
+    loop_overrides,
     make_context,
     no_sandbox_option,
     print_result,
@@ -41,6 +47,11 @@ def run(
     group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
     profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = "default",
     no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    loop: LoopFlag = None,
+    critique_rounds: RoundsFlag = None,
+    shared_policy: SharedPolicyFlag = False,
+    scaffold: ScaffoldFlag = None,
+    max_pages: MaxPagesFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -56,6 +67,7 @@ def run(
         critic=critic,
         allow_shell=allow_shell or None,
         profile=profile,
+        **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
     )
     from webgen_agent.checkpoints.runs import new_run_id
 

@@ -46,6 +46,9 @@ class TrajectorySpec(BaseModel):
     group_id: str = Field(description="The instruction (record) id; trajectories of one group are normalised together.")
     sample: int = Field(ge=0, description="Sample number k within the group.")
     requirement: str
+    test_cases: list[dict[str, str]] = Field(
+        default_factory=list, description="The record's UI test cases (task, expected_result): what checks test."
+    )
 
 
 class TrajectoryOutcome(BaseModel):
@@ -84,7 +87,11 @@ def plan_rollout(records: Sequence[BenchRecord], *, samples: int, name: str) -> 
         raise ValueError("samples must be at least 1")
     return [
         TrajectorySpec(
-            run_id=trajectory_run_id(name, record.id, k), group_id=record.id, sample=k, requirement=record.instruction
+            run_id=trajectory_run_id(name, record.id, k),
+            group_id=record.id,
+            sample=k,
+            requirement=record.instruction,
+            test_cases=[{"task": c.task, "expected_result": c.expected_result} for c in record.test_cases],
         )
         for k in range(samples)
         for record in records
@@ -195,6 +202,7 @@ class TrajectoryDriver:
             group_id=spec.group_id,
             db_path=self.db_path,
             on_progress=on_progress,
+            requirements=spec.test_cases or None,
         )
 
     def _ended(self, outcome: TrajectoryOutcome) -> TrajectoryOutcome:

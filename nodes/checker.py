@@ -1,0 +1,144 @@
+"""Checker: execution-grounded requirement checks of the latest page (WebLoop's scoring).
+
+The instruction's requirements come from the run's input (WebGen-Bench test cases) or are written
+once per instruction by the feedback model and kept in the ``requirements`` table, so every sample
+of an instruction is checked against the same list. Each requirement gets one GUI-agent run on the
+page (it may move between the site's pages); its final answer YES / PARTIAL / NO is the verdict
+(credit 1 / 0.5 / 0). A page that did not run fails every check without starting an agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from webgen_agent.checkpoints.credit import CREDIT, check_score
+from webgen_agent.checkpoints.requirements import RequirementIndex
+from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
+from webgen_agent.core.state import AgentState, StepUpdate
+from webgen_agent.core.views import RequirementItem, RequirementList
+from webgen_agent.nodes import prompts
+from webgen_agent.nodes.common import Update, edit_step, node, prepared_workspace, usage_record
+from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
+from webgen_agent.tools.models import Usage, ask_structured
+
+_ANSWER = re.compile(r"^\W*(YES|PARTIAL(?:LY)?|NO)\b", re.IGNORECASE)
+CHECKS_AT_ONCE = 2  # GUI agents of one page side by side (each ~1 renderer)
+
+
+def answer_verdict(text: str | None) -> str | None:
+    """YES / PARTIAL / NO when a final answer starts with one of them, else None."""
+    match = _ANSWER.match(text or "")
+    if match is None:
+        return None
+    word = match.group(1).upper()
+    return "PARTIAL" if word.startswith("PARTIAL") else word
+
+
+def instruction_key(requirement: str) -> str:
+    return hashlib.sha256(requirement.strip().encode("utf-8")).hexdigest()
+
+
+async def instruction_requirements(state: AgentState, context: AgentContext) -> tuple[str, Usage]:
+    """The blob hash of the instruction's requirement list: the run's, the stored one, or a new one."""
+    given = state.get("requirements")
+    if given:
+        return given, Usage()
+    resources = get_resources()
+    index = RequirementIndex(resources.database)
+    key = instruction_key(state["requirement"])
+    stored = index.get(key)
+    if stored:
+        return stored, Usage()
+    messages = [{"role": "user", "content": prompts.requirements_user(state["requirement"])}]
+    answer = await ask_structured(context.feedback, "feedback", messages, RequirementList)
+    items = answer.value.requirements if answer.value is not None and answer.value.requirements else []
+    if not items:  # still check something: the instruction as one requirement
+        items = [RequirementItem(task=state["requirement"], expected_result="The website does what this asks.")]
+    digest = resources.store.put_json([item.model_dump() for item in items])
+    return index.put_once(key, digest), answer.usage  # another sample may have stored its list first
+
+
+async def _check(
+    item: dict[str, str], url: str, pages: list[str], context: AgentContext, slots: asyncio.Semaphore
+) -> GuiRun:
+    resources = get_resources()
+    async with slots:
+        browser = await resources.browser(context)
+        settings = GuiAgentSettings(
+            model=context.vlm.model,
+            base_url=context.vlm.base_url,
+            api_key=api_key_for(context.vlm, "vlm"),
+            max_actions=context.gui_max_actions,
+            timeout_s=context.gui_timeout_s,
+            chromium_path=find_chromium(context.chromium),
+            cdp_url=(await browser.start()).ws_url,  # one Chromium; each agent sees a context of its own
+            viewport=(context.viewport_width, context.viewport_height),
+        )
+        task = prompts.check_task(url, item["task"], item["expected_result"], pages)
+        return await run_gui_agent(url=url, task=task, settings=settings)
+
+
+def check_record(position: int, item: dict[str, str], run: GuiRun | None, why: str = "") -> dict[str, Any]:
+    verdict = answer_verdict(run.final_answer) if run is not None else None
+    if run is None:
+        source, reason = "not_run", why
+    elif verdict is None:
+        source, reason = ("error", "; ".join(run.errors)) if run.stopped_reason == "error" else ("agent", "no verdict")
+    else:
+        source, reason = "agent", run.final_answer or ""
+    final = verdict or "NO"
+    return {
+        "id": position,
+        "task": item["task"],
+        "expected_result": item["expected_result"],
+        "verdict": final,
+        "credit": CREDIT[final],
+        "source": source,
+        "reason": reason[:600],
+        "actions": len(run.actions) if run is not None else 0,
+    }
+
+
+@node
+async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    context = runtime.context
+    resources = get_resources()
+    target = edit_step(state)
+    requirements, usage = await instruction_requirements(state, context)
+    items: list[dict[str, str]] = resources.store.get_json(requirements)
+    update: Update = {"requirements": requirements}
+    if target is None:  # nothing was ever written: nothing to check
+        update["_message"] = "no page to check"
+        return update
+    served = None
+    execution = target.get("execution")
+    if execution and execution["ok"]:
+        served = await resources.site(prepared_workspace(state), context).ensure_running(None)
+    if served is None or not served.ok or not served.url:
+        why = "the page did not run" if served is None else f"the site is not running: {served.error}"
+        records = [check_record(n, item, None, why) for n, item in enumerate(items)]
+    else:
+        listed = target.get("pages")
+        pages = [p["path"] for p in resources.store.get_json(listed)] if listed else ["/"]
+        slots = asyncio.Semaphore(CHECKS_AT_ONCE)
+        runs = await asyncio.gather(*(_check(item, served.url, pages, context, slots) for item in items))
+        records = [check_record(n, item, run) for n, (item, run) in enumerate(zip(items, runs, strict=True))]
+        usage = usage + sum(
+            (Usage(input_tokens=r.input_tokens, output_tokens=r.output_tokens, calls=r.steps) for r in runs), Usage()
+        )
+    score = check_score([r["verdict"] for r in records])
+    patch: StepUpdate = {
+        "index": target["index"],
+        "checks": resources.store.put_json(records),
+        "check_score": score,
+        "tokens": {"checker": usage_record(usage)},
+    }
+    update["steps"] = [patch]
+    update["_message"] = f"checks {' '.join(r['verdict'] for r in records)} (score {score:.2f})"
+    return update

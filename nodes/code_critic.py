@@ -1,0 +1,92 @@
+"""Code-Critic (WebLoop): an execution-free critique of the latest code against each requirement.
+
+It reads the instruction, its requirement list and the project's files, never the running page
+(no screenshot, grade or test result), and answers with a verdict per requirement (met / partly /
+unmet, with evidence), a diagnosis and an ordered repair plan. With ``shared_policy`` the coder
+model answers (one policy in every role, as the paper trains it), else the feedback model.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from webgen_agent.core.context import AgentContext, Role
+from webgen_agent.core.state import AgentState, StepUpdate
+from webgen_agent.core.views import CodeCritique
+from webgen_agent.nodes import prompts
+from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
+from webgen_agent.tools.models import ask_structured
+
+MAX_CODE_CHARS = 40_000
+_SKIPPED = ("package-lock.json", ".webgen-manifest")
+
+
+def project_text(files: str | None) -> str:
+    """The project's text files as ``=== path ===`` sections, capped (binary and lock files left out)."""
+    if not files:
+        return "(no files yet)"
+    blobs = store()
+    manifest = blobs.manifest(files)
+    sections: list[str] = []
+    used = 0
+    for path in sorted(manifest):
+        if path.endswith(_SKIPPED):
+            continue
+        try:
+            text = blobs.get(manifest[path]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        section = f"=== {path} ===\n{text}"
+        if used + len(section) > MAX_CODE_CHARS:
+            sections.append(f"=== {path} === (left out: the code shown is capped at {MAX_CODE_CHARS} characters)")
+            continue
+        sections.append(section)
+        used += len(section)
+    return "\n\n".join(sections) or "(no text files)"
+
+
+def format_code_critique(critique: CodeCritique, requirements: list[dict[str, str]]) -> str:
+    lines = []
+    for verdict in sorted(critique.verdicts, key=lambda v: v.id):
+        task = requirements[verdict.id]["task"] if 0 <= verdict.id < len(requirements) else f"requirement {verdict.id}"
+        lines.append(f"- [{verdict.status}] {task}: {verdict.evidence}")
+    plan = "\n".join(f"{n}. {item}" for n, item in enumerate(critique.plan, 1))
+    return "Requirement review:\n" + "\n".join(lines) + f"\n\nDiagnosis: {critique.diagnosis}\n\nRepair plan:\n{plan}"
+
+
+@node
+async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    context = runtime.context
+    step = current_step(state)
+    target = edit_step(state) or step
+    blobs = store()
+    requirements: list[dict[str, str]] = blobs.get_json(state["requirements"]) if state.get("requirements") else []
+    messages = [
+        {
+            "role": "user",
+            "content": prompts.code_critic_user(state["requirement"], requirements, project_text(state.get("files"))),
+        }
+    ]
+    role: Role = "coder" if context.shared_policy else "feedback"
+    settings = context.coder if context.shared_policy else context.feedback
+    answer = await ask_structured(settings, role, messages, CodeCritique)
+    patch: StepUpdate = {
+        "index": step["index"],
+        "critic_target": target["index"],
+        "critic_prompt": blobs.put_json(messages),
+        "critic_model": role,
+        "tokens": {"code_critic": usage_record(answer.usage)},
+    }
+    if answer.value is not None:
+        patch["critique"] = blobs.put_json(answer.value.model_dump())
+        review = format_code_critique(answer.value, requirements)
+    else:
+        review = f"(The code review failed: {answer.error}.) Check the code against every requirement yourself."
+    notes = step.get("problems") or []
+    feedback = blobs.put_text(prompts.refine_user(state["requirement"], review, notes))
+    patch["feedback"] = feedback
+    return {
+        "feedback": feedback,
+        "steps": [patch],
+        "_message": "critique" if answer.value is not None else "no critique",
+    }
