@@ -34,6 +34,27 @@ def test_missing_endpoint_names_the_flag_and_variable(tmp_path):
     assert "--base-url" in result.stderr and "OPENAI_BASE_URL" in result.stderr
 
 
+def test_an_unknown_scaffold_is_a_one_line_error_naming_the_choices(tmp_path):
+    result = cli(
+        "run",
+        "A blog",
+        "--scaffold",
+        "wordpress",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--db",
+        str(tmp_path / "db.sqlite"),
+        "--out",
+        str(tmp_path / "out"),
+    )
+    assert result.returncode == 2
+    assert "unknown scaffold 'wordpress'" in result.stderr and "react-router, static-pages" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.e2e
 def test_preview_screenshots_a_static_folder_and_reports_a_broken_one(tmp_path, chromium_path):
     site = tmp_path / "site"

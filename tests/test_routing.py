@@ -105,3 +105,38 @@ def test_graph_draws_every_conditional_edge():
         ("finalize", "__end__"),
     ]:
         assert expected in edges
+
+
+def test_webloop_routes_generator_critic_refiner_rounds_then_finalizes():
+    from webgen_agent.graph.routers import route_after_checker, route_after_code_critic
+
+    loop = ctx(loop="webloop", critique_rounds=2, max_steps=10)
+    generated = {**step(0, shot=4), "role": "generator"}
+    state = {"current": 0, "edit_step": 0, "steps": [generated]}
+    assert route_after_judge(state, loop) == "checker"  # every judged page is checked, whatever its grade
+    assert route_after_executor({**state, "steps": [{**generated, "execution": {"ok": False}}]}, loop) == "checker"
+    assert route_after_checker(state, loop) == "code_critic"
+    assert route_after_code_critic(state, loop) == "refiner"
+    refined = [generated, {**step(1), "role": "refiner"}]
+    assert route_after_checker({**state, "current": 1, "steps": refined}, loop) == "code_critic"
+    twice = [*refined, {**step(2), "role": "refiner"}]
+    assert route_after_checker({**state, "current": 2, "steps": twice}, loop) == "finalize"  # rounds spent
+    assert (
+        route_after_checker({**state, "current": 1, "steps": refined}, ctx(loop="webloop", max_steps=2)) == "finalize"
+    )
+    malformed = [generated, {**step(1, action="malformed", files=None), "role": "refiner"}]
+    assert route_after_coder({**state, "current": 1, "steps": malformed}, loop) == "code_critic"  # same code again
+
+
+def test_single_pass_checks_the_page_once_and_webgen_agent_checks_only_on_request():
+    from webgen_agent.graph.routers import route_after_checker
+
+    state = {"current": 0, "edit_step": 0, "steps": [{**step(0, shot=2), "role": "generator"}]}
+    assert route_after_judge(state, ctx(loop="single")) == "checker"
+    assert route_after_checker(state, ctx(loop="single")) == "finalize"
+    assert route_after_judge(state, ctx()) == "critic"  # WebGen-Agent as before
+    checked = ctx(requirement_checks=True)
+    assert route_after_judge(state, checked) == "checker"
+    assert route_after_checker(state, checked) == "critic"  # then WebGen-Agent's own choice
+    good = {**state, "steps": [{**step(0, shot=5), "role": "generator"}]}
+    assert route_after_checker(good, checked) == "gui_tester"

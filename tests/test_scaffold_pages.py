@@ -237,3 +237,15 @@ def test_cascaded_rewards_follow_the_gates(cascade):
     assert tea["stage"] == "structure" and "teas.html does not exist" in tea["error"]
     garden = trajectories["garden"].steps[0]["execution"]
     assert garden["stage"] == "render" and "/about.html" in garden["error"] and "garden map failed" in garden["error"]
+
+
+@e2e
+def test_the_report_shows_every_page(cafe):
+    from webgen_agent.apps.report.html import write_report
+
+    _, _, _, base = cafe
+    out = base / "report.html"
+    asyncio.run(write_report("cafe", db_path=base / "webgen.db", out=out))
+    html = out.read_text()
+    assert "Landing page after step 0" in html
+    assert "Page /menu after step 0" in html and "Page /contact after step 0" in html

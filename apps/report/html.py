@@ -326,6 +326,8 @@ def _shots(step: StepReport) -> str:
     figures = []
     if step.screenshot:
         figures.append(_figure(step.screenshot, f"Landing page after step {step.index}", "screenshot"))
+    for path, png in step.other_pages:
+        figures.append(_figure(png, f"Page {path} after step {step.index}", "screenshot"))
     if step.gui is not None and step.gui.final_screenshot:
         figures.append(_figure(step.gui.final_screenshot, "Page at the end of the GUI test", "gui-screenshot"))
     return f'<div class="shots">{"".join(figures)}</div>' if figures else ""
@@ -363,8 +365,11 @@ def _execution(step: StepReport) -> str:
 def _judge(step: StepReport) -> str:
     if not step.description:
         return ""
-    return f"<p><b>Screenshot judge</b> ({step.screenshot_score}/5): {_e(step.description)}</p>" + (
-        _list(step.suggestions) if step.suggestions else ""
+    checks = "<p><b>Requirement checks</b></p>" + _list(step.checks) if step.checks else ""
+    return (
+        f"<p><b>Screenshot judge</b> ({step.screenshot_score}/5): {_e(step.description)}</p>"
+        + (_list(step.suggestions) if step.suggestions else "")
+        + checks
     )
 
 

@@ -56,6 +56,10 @@ class StepReport(StepView):
     changed: list[str] = Field(default_factory=list)
     page_errors: list[str] = Field(default_factory=list, description="Console and uncaught page errors.")
     screenshot: bytes | None = None
+    other_pages: list[tuple[str, bytes]] = Field(
+        default_factory=list, description="(path, PNG) of the site's other captured pages."
+    )
+    checks: list[str] = Field(default_factory=list, description="Requirement checks: 'VERDICT task' each.")
     description: str = ""
     suggestions: list[str] = Field(default_factory=list)
     gui: GuiTest | None = None
@@ -185,6 +189,12 @@ def step_report(step: Step, store: BlobStore, *, chosen: int | None, fork_step: 
         changed=list(step.get("changed") or []),
         page_errors=[*page.get("page_errors", []), *page.get("console_errors", [])],
         screenshot=_bytes_blob(store, step.get("screenshot")),
+        other_pages=[
+            (p["path"], store.get(p["screenshot"]))
+            for p in (_json_blob(store, step.get("pages")) or [])[1:]
+            if p.get("screenshot")
+        ],
+        checks=[f"{c['verdict']} {c['task']}" for c in _json_blob(store, step.get("checks")) or []],
         description=step.get("description", ""),
         suggestions=list(step.get("suggestions") or []),
         gui=gui_test(step, store),
