@@ -176,6 +176,8 @@ def cascade(tmp_path_factory, chromium_path):
             [
                 CLI,
                 "rollout",
+                "--profile",
+                "default",
                 "--data",
                 str(records),
                 "--samples",

@@ -63,6 +63,8 @@ def story(tmp_path_factory, chromium_path) -> Story:
     with ScriptedServer(Scenario.load(scenario_path("webloop"))) as server:
         cli(
             "rollout",
+            "--profile",
+            "default",
             "--data",
             str(RECORDS),
             "--samples",
