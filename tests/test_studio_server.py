@@ -1,8 +1,8 @@
 """The graph served by ``langgraph dev`` (what LangGraph Studio talks to), driven with langgraph_sdk.
 
 One module fixture starts the dev server offline on a free port and the scripted model server,
-plays the demo scenario through the server's API, forks the thread from an earlier checkpoint, and
-stops everything (the server, and the dev servers and Chromium it started) whatever happens. The
+plays the demo scenario through the server's API, forks the thread from an earlier checkpoint (the
+fork's run started by another app's graph through LangGraph's ``RemoteGraph``), and stops everything (the server, and the dev servers and Chromium it started) whatever happens. The
 tests then check what it recorded.
 """
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 import psutil
@@ -30,6 +30,7 @@ from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_con
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import AgentContext
 from webgen_agent.nodes.resources import Resources
 
 pytestmark = pytest.mark.e2e
@@ -146,6 +147,7 @@ class StudioSession:
     fork_parts: list[tuple[str, Any]] = field(default_factory=list)
     fork_final: dict[str, Any] = field(default_factory=dict)
     history_after_fork: list[dict[str, Any]] = field(default_factory=list)
+    host_final: dict[str, Any] = field(default_factory=dict)  # the other app's graph after the fork
     gui_instruction_after_fork: str = ""
     thread_id: str = ""
     runs_dir: Path = Path()
@@ -195,20 +197,51 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
         as_node="screenshot_judge",
         checkpoint_id=session.fork_from["checkpoint"]["checkpoint_id"],
     )
-    session.fork_parts = await _collect(
-        client.runs.stream(
-            session.thread_id,
-            assistant_id,
-            input=None,
-            context=context,
-            stream_mode=["updates", "custom"],
-            checkpoint_id=session.fork_update["checkpoint"]["checkpoint_id"],
-        )
+    # The fork runs from another app's graph: a node of its own that drives the served graph.
+    host = _host_graph(server.url, session.fork_parts)
+    session.host_final = await host.ainvoke(
+        {"remote_thread": session.thread_id, "remote_checkpoint": session.fork_update["checkpoint"]["checkpoint_id"]},
+        context=scripted_context(scripted_url, max_steps=8, runs_dir=str(server.runs_dir)),
     )
     session.fork_final = (await client.threads.get_state(session.thread_id))["values"]
     session.history_after_fork = await client.threads.get_history(session.thread_id, limit=200)
     gui_run = session.fork_final["steps"][3]["gui_run"]
     session.gui_instruction_after_fork = BlobStore(server.db_path).get_json(gui_run)["instruction"]
+
+
+class HostState(TypedDict, total=False):
+    """The state of another app's graph that runs the served agent as one of its nodes."""
+
+    remote_thread: str  # the server thread to run
+    remote_checkpoint: str  # and the checkpoint to run from
+    status: str
+    chosen_step: int | None
+    site_dir: str | None
+
+
+def _host_graph(url: str, parts: list[tuple[str, Any]]) -> Any:
+    """Another app's graph whose ``website`` node runs the served graph through ``RemoteGraph``,
+    passing on its own run context; the remote stream parts are collected into ``parts``."""
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.pregel.remote import RemoteGraph
+    from langgraph.runtime import Runtime
+
+    remote = RemoteGraph("webgen_agent", url=url)
+
+    async def website(state: HostState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        config = {"configurable": {"thread_id": state["remote_thread"], "checkpoint_id": state["remote_checkpoint"]}}
+        async for part in remote.astream(
+            None, config, context=runtime.context.model_dump(), stream_mode=["updates", "custom"]
+        ):
+            parts.append((part.event, part.data))
+        values = (await remote.aget_state({"configurable": {"thread_id": state["remote_thread"]}})).values
+        return {key: values.get(key) for key in ("status", "chosen_step", "site_dir")}
+
+    builder = StateGraph(HostState, context_schema=AgentContext)
+    builder.add_node("website", website)
+    builder.add_edge(START, "website")
+    builder.add_edge("website", END)
+    return builder.compile()
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +338,16 @@ def test_fork_from_an_earlier_checkpoint_continues_from_there(studio: StudioSess
     update = ids[studio.fork_update["checkpoint"]["checkpoint_id"]]
     assert update["parent_checkpoint"]["checkpoint_id"] == studio.fork_from["checkpoint"]["checkpoint_id"]
     assert len(studio.history_after_fork) > len(studio.history)
+
+
+def test_another_app_runs_the_served_graph_as_a_node_through_remote_graph(studio: StudioSession) -> None:
+    # The fork above ran from the host graph's node: the context it passed reached the GUI test's
+    # model (the scripted server), and the node handed the remote output back to the host.
+    assert _updated_nodes(studio.fork_parts) == ["gui_tester", "finalize"]
+    assert any(e["node"] == "gui_tester" and e.get("gui_score") == 5 for e in _progress(studio.fork_parts))
+    assert studio.host_final["status"] == "finished" and studio.host_final["chosen_step"] == 3
+    assert studio.host_final["site_dir"] == studio.fork_final["site_dir"]
+    assert studio.host_final["remote_thread"] == studio.thread_id
 
 
 def test_server_and_everything_it_started_are_stopped(studio: StudioSession) -> None:
