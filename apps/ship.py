@@ -24,11 +24,12 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import SKIPPED_FILES, BlobStore
-from webgen_agent.core.context import AgentContext, find_chromium
+from webgen_agent.core.context import AgentContext, SandboxSettings, find_chromium
 from webgen_agent.core.state import Step
 from webgen_agent.nodes.resources import deps_cache_for, registry_for
 from webgen_agent.tools.browser import PageCapture, SharedBrowser
 from webgen_agent.tools.process import ProcessRegistry, run_command, scrubbed_env
+from webgen_agent.tools.sandbox import require_sandbox
 from webgen_agent.tools.site import SiteRunner, read_package_json
 from webgen_agent.tools.site.logs import last_lines
 
@@ -152,7 +153,13 @@ def find_output(workspace: Path, since: float) -> Path:
 
 
 async def build_site(
-    workspace: Path, *, deps_cache_dir: Path, registry: ProcessRegistry | None, work_dir: Path, timeout_s: float
+    workspace: Path,
+    *,
+    deps_cache_dir: Path,
+    registry: ProcessRegistry | None,
+    work_dir: Path,
+    timeout_s: float,
+    sandbox: bool = True,
 ) -> tuple[Path, float]:
     """Install the dependencies (through the dependency cache) and run the ``build`` script.
 
@@ -165,12 +172,15 @@ async def build_site(
     scripts = package.get("scripts") or {}
     if not isinstance(scripts, dict) or not str(scripts.get(_BUILD_SCRIPT) or "").strip():
         raise ShipError("package.json has no `build` script; ship without --build to pack the sources")
+    if sandbox:
+        require_sandbox()  # one line naming --no-sandbox, before anything runs
     runner = SiteRunner(
         workspace,
         registry=registry,
         install_timeout_s=max(timeout_s, _DEFAULT_INSTALL_TIMEOUT_S),
         log_dir=work_dir / "logs",
         deps_cache_dir=deps_cache_dir,
+        sandbox=SandboxSettings(enabled=sandbox),
     )
     installed = await runner.ensure_dependencies()
     if installed.error:
@@ -202,6 +212,7 @@ async def ship_run(
     build: bool = False,
     chromium: str = "",
     timeout_s: float = 300.0,
+    sandbox: bool = True,
     browser: SharedBrowser | None = None,
 ) -> ShipResult:
     """Pack a step of ``run_id`` into ``out`` (see the module docstring); ShipError says why not."""
@@ -236,6 +247,7 @@ async def ship_run(
                 db_path=db_path,
                 chromium=chromium,
                 timeout_s=timeout_s,
+                sandbox=sandbox,
                 browser=browser,
             )
     finally:
@@ -251,6 +263,7 @@ async def _build_and_pack(
     db_path: Database,
     chromium: str,
     timeout_s: float,
+    sandbox: bool,
     browser: SharedBrowser | None,
 ) -> ShipResult:
     registry = registry_for(db_path)
@@ -258,7 +271,12 @@ async def _build_and_pack(
     seconds = 0.0
     if (project / "package.json").is_file():
         output, seconds = await build_site(
-            project, deps_cache_dir=deps_cache_for(db_path), registry=registry, work_dir=work_dir, timeout_s=timeout_s
+            project,
+            deps_cache_dir=deps_cache_for(db_path),
+            registry=registry,
+            work_dir=work_dir,
+            timeout_s=timeout_s,
+            sandbox=sandbox,
         )
     else:
         output = project  # a static site is its own output

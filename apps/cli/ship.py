@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, fail, resolve_db, run_async
+from webgen_agent.apps.cli.common import console, db_option, fail, no_sandbox_option, resolve_db, run_async
 from webgen_agent.core.context import ConfigError, Settings
 
 app = typer.Typer()
@@ -29,6 +29,7 @@ def ship(
     chromium: Annotated[
         str | None, typer.Option(help="Chromium executable (default: WEBGEN_CHROMIUM or PATH).")
     ] = None,
+    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Pack a step's site into a zip: its source files without node_modules, or with --build the
@@ -45,6 +46,7 @@ def ship(
                 build=build,
                 chromium=chromium or Settings().chromium,
                 timeout_s=timeout,
+                sandbox=not no_sandbox,
             )
         )
     except (ShipError, ConfigError) as exc:
