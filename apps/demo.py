@@ -33,7 +33,15 @@ def scripted_context(base_url: str, **overrides: Any) -> AgentContext:
     """A run context whose three roles are the scripted server's models."""
 
     def role(name: str) -> ModelSettings:
-        return ModelSettings(model=f"scripted-{name}", base_url=base_url, api_key="scripted", max_retries=2)
+        # The scripted server answers at once: a short patience and quick retries.
+        return ModelSettings(
+            model=f"scripted-{name}",
+            base_url=base_url,
+            api_key="scripted",
+            patience_s=10.0,
+            retry_initial_s=0.1,
+            retry_max_s=1.0,
+        )
 
     return AgentContext.model_validate(
         {"coder": role("coder"), "vlm": role("vlm"), "feedback": role("feedback"), **overrides}

@@ -25,6 +25,7 @@ class ProgressView:
         self.rows: dict[int, dict[str, Any]] = {}
         self.tokens = 0
         self.warnings: list[str] = []
+        self.waiting = ""
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
     def __enter__(self) -> ProgressView:
@@ -38,6 +39,12 @@ class ProgressView:
     def on_event(self, event: dict[str, Any]) -> None:
         if event.get("warning") and event["warning"] not in self.warnings:
             self.warnings.append(event["warning"])
+        if event.get("phase") == "wait":
+            # A model call waits out its endpoint (429, 5xx, timeout, fallback): shown until the next event.
+            self.waiting = str(event.get("message", ""))
+            self.live.update(self._render())
+            return
+        self.waiting = ""
         self.node = event.get("node", self.node)
         step = event.get("step")
         if step is not None:
@@ -70,6 +77,8 @@ class ProgressView:
         status = "done" if final else f"running {self.node}"
         footer = Text(f"{status} | step {self.step} | {elapsed:.0f}s elapsed | {self.tokens} tokens", style="dim")
         warnings = [Text(f"warning: {w}", style="bold yellow") for w in self.warnings]
+        if self.waiting and not final:
+            return Group(*warnings, table, footer, Text(f"waiting: {self.waiting}", style="yellow"))
         return Group(*warnings, table, footer)
 
 

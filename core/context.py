@@ -49,8 +49,15 @@ class ModelSettings(BaseModel):
     temperature: float | None = Field(default=None, description="Sampling temperature.")
     top_p: float | None = Field(default=None, description="Nucleus sampling.")
     max_tokens: int | None = Field(default=None, description="Completion token cap.")
-    timeout_s: float = Field(default=600.0, description="Per-request timeout in seconds.")
-    max_retries: int = Field(default=3, description="Client retries on timeouts, 429 and 5xx.")
+    timeout_s: float = Field(default=600.0, gt=0, description="One call is cut (and retried) after this many seconds.")
+    patience_s: float = Field(
+        default=180.0, ge=0, description="How long one call waits out 429, 5xx, timeouts and dropped connections."
+    )
+    retry_initial_s: float = Field(default=1.0, gt=0, description="First backoff wait; doubles on each retry.")
+    retry_max_s: float = Field(default=30.0, gt=0, description="Longest backoff wait (a Retry-After may ask more).")
+    fallback_model: str = Field(default="", description="Model used once the patience runs out; empty: none.")
+    fallback_base_url: str = Field(default="", description="Endpoint of the fallback model; empty: the same endpoint.")
+    fallback_api_key: str = Field(default="", description="API key of the fallback endpoint; empty: the role's key.")
     logprobs: bool = Field(default=False, description="Ask for token logprobs (kept for training export).")
 
 
@@ -152,6 +159,16 @@ class Settings(BaseSettings):
     feedback_model: str = ""
     feedback_base_url: str = ""
     feedback_api_key: str = ""
+    fallback_model: str = ""
+    fallback_base_url: str = ""
+    coder_fallback_model: str = ""
+    coder_fallback_base_url: str = ""
+    vlm_fallback_model: str = ""
+    vlm_fallback_base_url: str = ""
+    feedback_fallback_model: str = ""
+    feedback_fallback_base_url: str = ""
+    patience: float | None = Field(default=None, ge=0, description="Seconds one model call waits out endpoint trouble.")
+    model_timeout: float | None = Field(default=None, gt=0, description="Seconds before one model call is cut.")
     coder_temperature: float = 0.5
     coder_top_p: float | None = None
     db: str = str(DEFAULT_DB)
@@ -178,12 +195,23 @@ class Settings(BaseSettings):
             )
         if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"The {role} endpoint {base_url!r} is not an http(s) URL.")
+        fallback_base_url = getattr(self, f"{role}_fallback_base_url") or self.fallback_base_url
+        if fallback_base_url and not fallback_base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"The {role} fallback endpoint {fallback_base_url!r} is not an http(s) URL.")
+        limits: dict[str, float] = {}
+        if self.patience is not None:
+            limits["patience_s"] = self.patience
+        if self.model_timeout is not None:
+            limits["timeout_s"] = self.model_timeout
         return ModelSettings(
             model=model,
             base_url=base_url,
             api_key=getattr(self, f"{role}_api_key") or self.api_key,
             temperature=self.coder_temperature if role == "coder" else None,
             top_p=self.coder_top_p if role == "coder" else None,
+            fallback_model=getattr(self, f"{role}_fallback_model") or self.fallback_model,
+            fallback_base_url=fallback_base_url,
+            **limits,
         )
 
     def to_context(self, **overrides: Any) -> AgentContext:

@@ -12,7 +12,9 @@ class ProgressEvent(BaseModel):
 
     node: str
     step: int | None = None
-    phase: Literal["start", "end"] = "end"
+    phase: Literal["start", "end", "wait"] = Field(
+        default="end", description="wait: a model call is waiting out its endpoint (message says why and how long)."
+    )
     seconds: float | None = None
     screenshot_score: int | None = None
     gui_score: int | None = None

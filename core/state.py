@@ -90,6 +90,9 @@ class Step(TypedDict):
     check_score: NotRequired[float]  # mean credit of those checks (0-1)
     critic_target: NotRequired[int]  # for an execution-free critique: the step whose page it judged
     critic_model: NotRequired[str]  # the model role that answered as Critic (coder or feedback)
+    # "node/role" -> {retries, waited_s, fallback, condensed, reasons}: endpoint trouble met while the
+    # step was worked on (waits, fallback model, condensed prompt); never a mark against the step.
+    endpoint: NotRequired[dict[str, dict[str, Any]]]
 
 
 class StepUpdate(TypedDict, total=False):
@@ -135,6 +138,7 @@ class StepUpdate(TypedDict, total=False):
     check_score: float
     critic_target: int
     critic_model: str
+    endpoint: dict[str, dict[str, Any]]
 
 
 class Event(TypedDict, total=False):
@@ -147,7 +151,7 @@ class Event(TypedDict, total=False):
 
 
 def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
-    """Reducer: merge partial step records by ``index``; nested timing/token dicts merge too.
+    """Reducer: merge partial step records by ``index``; nested timing/token/endpoint dicts merge too.
 
     A step's first update (the coder turn) carries every required field of ``Step``.
     """
@@ -163,7 +167,7 @@ def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) ->
             by_index[index] = record
             continue
         for key, value in update.items():
-            if key in ("timings", "tokens") and isinstance(value, dict):
+            if key in ("timings", "tokens", "endpoint") and isinstance(value, dict):
                 existing[key] = {**existing.get(key, {}), **value}
             else:
                 existing[key] = value

@@ -42,6 +42,10 @@ async def coder_turn(
 ) -> Update:
     """Ask the coder with ``conversation`` and record the reply as a new step."""
     completion = await complete(runtime.context.coder, "coder", load_messages(conversation))
+    if completion.sent is not None:
+        # The endpoint found the conversation too long and it was condensed (tools.condense): the
+        # step records what the coder really saw, and the run goes on from there.
+        conversation = [chat_ref(m["role"], m["content"]) for m in completion.sent]
     rules = rules_for(runtime.context.profile)
     text, replaced = _valid_text(completion.text)
     parsed = parse_reply(text, rules.replies)

@@ -14,6 +14,7 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.endpoints import EndpointEvent, listen
 from webgen_agent.tools.models import Usage
 
 Update = dict[str, Any]
@@ -62,11 +63,37 @@ def _emit(runtime: Runtime[AgentContext], event: ProgressEvent) -> None:
         writer({"webgen": event.model_dump(exclude_none=True)})
 
 
+class _EndpointLog:
+    """Endpoint trouble met by one node run: each wait shown as progress, the sum kept for the step."""
+
+    KEPT_REASONS = 5
+
+    def __init__(self, runtime: Runtime[AgentContext], name: str, step: int | None) -> None:
+        self.runtime, self.name, self.step = runtime, name, step
+        self.records: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, event: EndpointEvent) -> None:
+        record = self.records.setdefault(f"{self.name}/{event.role}", {"retries": 0, "waited_s": 0.0, "reasons": []})
+        if event.kind == "wait":
+            record["retries"] += 1
+            record["waited_s"] = round(record["waited_s"] + event.sleep_s, 2)
+        elif event.kind == "fallback":
+            record["fallback"] = event.model
+        else:
+            record["condensed"] = record.get("condensed", 0) + 1
+        reason = event.reason[:160]
+        if reason and reason not in record["reasons"] and len(record["reasons"]) < self.KEPT_REASONS:
+            record["reasons"].append(reason)
+        _emit(self.runtime, ProgressEvent(node=self.name, step=self.step, phase="wait", message=event.line()))
+
+
 def node(fn: NodeFn) -> NodeFn:
     """Decorate a node: emit start/end progress events and record its wall time on its step.
 
     The node's name is its function's name (what the graph registers it as). The step is the last
-    one the node's update names, else the state's current step.
+    one the node's update names, else the state's current step. Endpoint trouble of the node's model
+    calls (waits, fallback, condensed prompts) is shown as ``wait`` progress events and recorded in
+    the step's ``endpoint`` field, never as an error of the step.
     """
     name = fn.__name__
 
@@ -75,7 +102,9 @@ def node(fn: NodeFn) -> NodeFn:
         step_index = state.get("current")
         _emit(runtime, ProgressEvent(node=name, step=step_index, phase="start"))
         started = time.monotonic()
-        update = await fn(state, runtime)
+        endpoint_log = _EndpointLog(runtime, name, step_index)
+        with listen(endpoint_log):
+            update = await fn(state, runtime)
         seconds = round(time.monotonic() - started, 3)
         patches: list[StepUpdate] = list(update.get("steps") or [])
         if patches:
@@ -86,6 +115,8 @@ def node(fn: NodeFn) -> NodeFn:
                 own = {"index": step_index}
                 patches.append(own)
             own["timings"] = {**own.get("timings", {}), name: seconds}
+            if endpoint_log.records:
+                own["endpoint"] = {**own.get("endpoint", {}), **endpoint_log.records}
             update["steps"] = patches
         tokens = (patches[-1].get("tokens", {}) if patches else {}).get(name, {})
         _emit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
+from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes import prompts
@@ -22,8 +22,9 @@ from webgen_agent.nodes.gui_testing import (
 )
 from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
-from webgen_agent.tools.models import Usage, ask_structured
+from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
 def page_paths(step: Step) -> list[str]:
@@ -54,23 +55,32 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     else:
         browser = await resources.browser(context)
         prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
-        settings = GuiAgentSettings(
-            model=context.vlm.model,
-            base_url=context.vlm.base_url,
-            api_key=api_key_for(context.vlm, "vlm"),
-            max_actions=context.gui_max_actions,
-            timeout_s=context.gui_timeout_s,
-            chromium_path=find_chromium(context.chromium),
-            # Concurrent runs share this Chromium; each agent sees only a browser context of its own.
-            cdp_url=(await browser.start()).ws_url,
-            viewport=(context.viewport_width, context.viewport_height),
-        )
-        run = await run_gui_agent(
-            url=served.url,
-            task=prompts.gui_task(served.url, instruction, page_paths(target)),
-            settings=settings,
-            prepared=prepared,  # opened while the screenshot was graded (closed by the run either way)
-        )
+        cdp_url = (await browser.start()).ws_url  # runs share this Chromium; each agent sees a context of its own
+        url = served.url
+
+        async def gui_run(vlm: ModelSettings) -> GuiRun:
+            nonlocal prepared
+            ahead, prepared = prepared, None  # opened while the screenshot was graded: good for one run
+            settings = GuiAgentSettings(
+                model=vlm.model,
+                base_url=vlm.base_url,
+                api_key=api_key_for(vlm, "vlm"),
+                max_tokens=vlm.max_tokens,
+                max_actions=context.gui_max_actions,
+                timeout_s=context.gui_timeout_s,
+                chromium_path=find_chromium(context.chromium),
+                cdp_url=cdp_url,
+                viewport=(context.viewport_width, context.viewport_height),
+            )
+            return await run_gui_agent(
+                url=url, task=prompts.gui_task(url, instruction, page_paths(target)), settings=settings, prepared=ahead
+            )
+
+        # A test the model endpoint broke off says nothing about the site: wait the endpoint out and
+        # test again (then on the fallback); if it stays down, stop the run (resumable), unscored.
+        run = await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
+        if run.endpoint_down:
+            raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     if rules_for(context.profile).judging == "upstream":
         upstream = await upstream_gui_result(context, instruction, run)

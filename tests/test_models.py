@@ -63,9 +63,9 @@ async def test_completion_reports_usage_and_logprobs(server):
 
 
 async def test_dead_endpoint_is_a_clear_error_quickly():
-    dead = ModelSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=1, timeout_s=5)
+    dead = ModelSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", patience_s=1.0, timeout_s=5)
     started = time.monotonic()
-    with pytest.raises(ModelCallError, match="coder model 'm': cannot reach http://127.0.0.1:9/v1"):
+    with pytest.raises(ModelCallError, match="coder model 'm': gave up after 1s: cannot reach http://127.0.0.1:9/v1"):
         await complete(dead, "coder", ASK)
     assert time.monotonic() - started < 30
 

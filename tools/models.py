@@ -1,13 +1,16 @@
 """Model clients for the three roles (langchain-openai against any OpenAI-compatible endpoint).
 
-Retries of timeouts, 429 and 5xx are left to the OpenAI client (``max_retries``, with backoff);
-what is retried here is only a *usable* failure of the answer itself: JSON that does not validate
-against the expected schema, with the validation error shown to the model.
+Endpoint trouble (429, 5xx, timeouts, dropped connections) is waited out by ``tools.endpoints``
+(patience, Retry-After, fallback endpoint); a prompt the endpoint finds too long is condensed by
+``tools.condense`` and sent again. What is retried here is a *usable* failure of the answer itself:
+a structured answer cut by the length limit, filtered, refused, empty, or JSON that does not
+validate, with the problem shown to the model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import sys
@@ -22,13 +25,20 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
 from webgen_agent.core.context import ModelSettings, Role, api_key_for
+from webgen_agent.tools.condense import MAX_LEVEL, condense, says_too_long
+from webgen_agent.tools.endpoints import (
+    EndpointEvent,
+    MalformedResponse,
+    ModelCallError,
+    call_patiently,
+    report,
+    status_of,
+)
+
+__all__ = ["ModelCallError", "Completion", "StructuredAnswer", "Usage", "ask_structured", "chat_model", "complete"]
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
-
-
-class ModelCallError(RuntimeError):
-    """The endpoint could not be used (unreachable, auth, bad request); message is for the user."""
 
 
 class Usage(BaseModel):
@@ -50,11 +60,16 @@ class Completion(BaseModel):
     seconds: float
     model: str
     logprobs: list[dict[str, Any]] | None = Field(default=None, description="Per-token logprobs if returned.")
+    sent: list[dict[str, Any]] | None = Field(
+        default=None, description="The messages really sent, when the conversation had to be condensed."
+    )
+    fallback: bool = Field(default=False, description="Answered by the role's fallback endpoint.")
 
 
 class StructuredAnswer(BaseModel, Generic[T]):
     value: T | None = None
     error: str | None = Field(default=None, description="Why no valid answer came back, for reports.")
+    problems: list[str] = Field(default_factory=list, description="What was wrong with each unusable attempt.")
     usage: Usage = Field(default_factory=Usage)
     attempts: int = 0
     seconds: float = 0.0
@@ -96,7 +111,7 @@ def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpe
         "base_url": settings.base_url,
         "api_key": api_key_for(settings, role),
         "timeout": settings.timeout_s,
-        "max_retries": settings.max_retries,
+        "max_retries": 0,  # tools.endpoints retries, with patience and a visible wait
     }
     if settings.temperature is not None:
         kwargs["temperature"] = settings.temperature
@@ -117,37 +132,97 @@ def _usage(message: AIMessage) -> Usage:
     return Usage(input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"], calls=1)
 
 
-def _endpoint_error(settings: ModelSettings, role: Role, exc: Exception) -> ModelCallError:
-    if isinstance(exc, openai.APIConnectionError):
-        why = f"cannot reach {settings.base_url} ({exc.__class__.__name__})"
-    elif isinstance(exc, openai.APIStatusError):
-        body = str(exc.message)[:300]
-        why = f"HTTP {exc.status_code} from {settings.base_url}: {body}"
-    else:
-        why = f"{exc.__class__.__name__}: {exc}"
-    return ModelCallError(f"{role} model {settings.model!r}: {why}")
-
-
-async def complete(settings: ModelSettings, role: Role, messages: list[Message]) -> Completion:
-    """One chat completion; raises ModelCallError when the endpoint fails after the client's retries."""
-    started = time.monotonic()
-    try:
-        reply = await chat_model(settings, role).ainvoke(messages)
-    except (openai.APIError, openai.APIConnectionError) as exc:
-        raise _endpoint_error(settings, role, exc) from exc
-    text = reply.content if isinstance(reply.content, str) else _join_parts(reply.content)
-    logprobs = (reply.response_metadata.get("logprobs") or {}).get("content") if settings.logprobs else None
-    return Completion(
-        text=text,
-        usage=_usage(reply),
-        seconds=time.monotonic() - started,
-        model=reply.response_metadata.get("model_name", settings.model),
-        logprobs=logprobs,
-    )
+def _text(message: AIMessage) -> str:
+    return message.content if isinstance(message.content, str) else _join_parts(message.content)
 
 
 def _join_parts(parts: list[Any]) -> str:
     return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in parts)
+
+
+class Unusable(BaseModel):
+    """A structured call that came back without an answer to parse: why, and what it cost."""
+
+    problem: str
+    usage: Usage = Field(default_factory=Usage)
+    text: str = ""
+
+
+async def _chat(
+    endpoint: ModelSettings, role: Role, messages: list[Message], schema: dict[str, Any] | None
+) -> AIMessage | Unusable:
+    """One HTTP call. With a ``schema``, an answer the client cannot hand over is returned as Unusable."""
+    model = chat_model(endpoint, role)
+    runnable = model.bind(response_format=schema) if schema is not None else model
+    try:
+        return await runnable.ainvoke(messages)
+    except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
+        # The parse path of the openai client refuses these answers; for a free-text call they
+        # cannot happen (the text is used as it is).
+        completion = exc.completion
+        usage = completion.usage
+        spent = Usage(
+            input_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+            calls=1,
+        )
+        text = (completion.choices[0].message.content or "") if completion.choices else ""
+        if isinstance(exc, openai.LengthFinishReasonError):
+            problem = f"the answer was cut off at the length limit ({spent.output_tokens} tokens)"
+        else:
+            problem = "the endpoint's content filter withheld the answer"
+        return Unusable(problem=problem, usage=spent, text=text)
+    except (IndexError, KeyError, TypeError) as exc:
+        # langchain-openai builds the message from choices[0]: none, or an answer without a message.
+        problem = f"the endpoint answered without a message ({type(exc).__name__}: {exc})"
+        if schema is None:
+            raise MalformedResponse(problem) from exc
+        return Unusable(problem=problem, usage=Usage(calls=1))
+
+
+async def _call(
+    settings: ModelSettings, role: Role, messages: list[Message], schema: dict[str, Any] | None = None
+) -> tuple[AIMessage | Unusable, list[Message], ModelSettings]:
+    """``_chat`` with patience and fallback (tools.endpoints), the prompt condensed while it is too long.
+
+    Returns the answer, the messages really sent and the endpoint that answered.
+    """
+    sent: list[Message] | None = None
+    for level in range(MAX_LEVEL + 1):
+        shorter = condense(messages, level)
+        if sent is not None and shorter == sent:
+            break  # the rule has nothing left to shorten
+        sent = shorter
+        if level:
+            report(EndpointEvent(kind="condensed", role=role, model=settings.model, reason=f"level {level}"))
+        try:
+            answer, endpoint = await call_patiently(
+                settings, role, functools.partial(_chat, role=role, messages=shorter, schema=schema)
+            )
+        except ModelCallError as exc:
+            cause = exc.__cause__
+            if cause is not None and says_too_long(status_of(cause), str(getattr(cause, "message", cause))):
+                continue
+            raise
+        return answer, sent, endpoint
+    raise ModelCallError(f"{role} model {settings.model!r}: the prompt is too long for the endpoint even condensed")
+
+
+async def complete(settings: ModelSettings, role: Role, messages: list[Message]) -> Completion:
+    """One chat completion; raises ModelCallError when the endpoint stays unusable (after patience and fallback)."""
+    started = time.monotonic()
+    reply, sent, endpoint = await _call(settings, role, messages)
+    assert isinstance(reply, AIMessage)  # without a schema every problem is raised
+    logprobs = (reply.response_metadata.get("logprobs") or {}).get("content") if settings.logprobs else None
+    return Completion(
+        text=_text(reply),
+        usage=_usage(reply),
+        seconds=time.monotonic() - started,
+        model=reply.response_metadata.get("model_name", endpoint.model),
+        logprobs=logprobs,
+        sent=sent if sent != messages else None,
+        fallback=endpoint.model != settings.model or endpoint.base_url != settings.base_url,
+    )
 
 
 _JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
@@ -155,6 +230,8 @@ _JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 def parse_json_answer(text: str, schema: type[T]) -> T:
     """Validate a model's JSON answer, also when wrapped in prose or a code fence."""
+    if "{" not in text:
+        raise ValueError("no JSON object found")
     candidates = [text.strip()]
     candidates += _JSON_BLOCK.findall(text)
     start, end = text.find("{"), text.rfind("}")
@@ -185,13 +262,21 @@ def _schema_hint(schema: type[BaseModel]) -> str:
     )
 
 
+def _rejects_response_format(exc: ModelCallError) -> bool:
+    """A 400 that is not about the prompt's length: taken as the server refusing ``response_format``."""
+    cause = exc.__cause__
+    return isinstance(cause, openai.BadRequestError) and not says_too_long(400, str(cause.message))
+
+
 async def ask_structured(
     settings: ModelSettings, role: Role, messages: list[Message], schema: type[T], *, attempts: int = 3
 ) -> StructuredAnswer[T]:
     """Ask for a ``schema`` answer via ``response_format`` json_schema; also accept JSON in plain text.
 
-    Unparsable or out-of-range answers are retried with the error shown to the model, then
-    reported in ``error``; never raised. Endpoint failures raise ModelCallError.
+    Every unusable answer (cut at the length limit, filtered, refused, empty, not JSON, not valid)
+    is retried with the problem shown to the model, then reported in ``error`` and ``problems``;
+    never raised. Only an endpoint that stays unusable (after patience and fallback) raises
+    ModelCallError.
     """
     started = time.monotonic()
     answer: StructuredAnswer[T] = StructuredAnswer()
@@ -199,33 +284,39 @@ async def ask_structured(
     use_schema = True
     while answer.attempts < attempts:
         answer.attempts += 1
-        model = chat_model(settings, role)
-        runnable = model.bind(response_format=response_format(schema)) if use_schema else model
         try:
-            raw: AIMessage = await runnable.ainvoke(conversation)
-        except openai.BadRequestError as exc:
-            if use_schema:
-                # Some servers reject response_format: ask with the schema in the prompt instead.
-                use_schema = False
-                conversation = [{"role": "system", "content": _schema_hint(schema)}, *conversation]
-                answer.attempts -= 1
-                continue
-            raise _endpoint_error(settings, role, exc) from exc
-        except (openai.APIError, openai.APIConnectionError) as exc:
-            raise _endpoint_error(settings, role, exc) from exc
-        answer.usage = answer.usage + _usage(raw)
-        text = raw.content if isinstance(raw.content, str) else _join_parts(raw.content)
-        try:
-            answer.value = parse_json_answer(text, schema)
-            break
-        except (ValidationError, ValueError) as exc:
-            problem = _short_validation_error(exc)
-            answer.error = f"unusable answer after {answer.attempts} attempt(s): {problem}"
-            conversation = [
-                *conversation,
-                {"role": "assistant", "content": text[:2000]},
-                {"role": "user", "content": f"That answer was not valid ({problem}). {_schema_hint(schema)}"},
-            ]
+            raw, _, _ = await _call(settings, role, conversation, response_format(schema) if use_schema else None)
+        except ModelCallError as exc:
+            if not (use_schema and _rejects_response_format(exc)):
+                raise
+            # Some servers reject response_format: ask with the schema in the prompt instead.
+            use_schema = False
+            conversation = [{"role": "system", "content": _schema_hint(schema)}, *conversation]
+            answer.attempts -= 1
+            continue
+        if isinstance(raw, Unusable):
+            problem, text = raw.problem, raw.text
+            answer.usage = answer.usage + raw.usage
+        else:
+            answer.usage = answer.usage + _usage(raw)
+            text = _text(raw)
+            refusal = raw.additional_kwargs.get("refusal")
+            problem = f"the model refused: {' '.join(str(refusal).split())[:200]}" if refusal else ""
+            if not problem:
+                try:
+                    answer.value = parse_json_answer(text, schema)
+                    break
+                except (ValidationError, ValueError) as exc:
+                    problem = _short_validation_error(exc)
+                    if raw.response_metadata.get("finish_reason") == "length":
+                        problem = f"the answer was cut off at the length limit ({problem})"
+        answer.problems.append(problem)
+        answer.error = f"unusable answer after {answer.attempts} attempt(s): {problem}"
+        conversation = [
+            *conversation,
+            {"role": "assistant", "content": text[:2000]},
+            {"role": "user", "content": f"That answer was not usable ({problem}). {_schema_hint(schema)}"},
+        ]
     if answer.value is not None:
         answer.error = None
     answer.seconds = time.monotonic() - started

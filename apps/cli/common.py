@@ -30,6 +30,10 @@ _MODEL_FLAGS: list[tuple[str, str]] = [
     ("coder_base_url", "Endpoint of the coder model."),
     ("vlm_base_url", "Endpoint of the vision model."),
     ("feedback_base_url", "Endpoint of the feedback model."),
+    ("fallback_model", "Model every role falls back to once its endpoint stays down for the patience."),
+    ("fallback_base_url", "Endpoint of the fallback model (default: the role's own endpoint)."),
+    ("patience", "Seconds one model call waits out 429, 5xx, timeouts and dropped connections (default 180)."),
+    ("model_timeout", "Seconds before a hanging model call is cut and retried (default 600)."),
 ]
 
 

@@ -12,7 +12,7 @@ import json
 import math
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webgen_agent.apps.scripted.agent_steps import (
@@ -143,6 +143,7 @@ def rule_holds(rule: Rule, facts: RequestFacts) -> bool:
         and (not (rule.page_contains or rule.page_not_contains) or facts.agent is not None)
         and _all_in(rule.page_contains, page)
         and _none_in(rule.page_not_contains, page)
+        and (rule.min_chars is None or len(facts.all_text) >= rule.min_chars)
     )
 
 
@@ -176,6 +177,8 @@ class Reply:
 
     content: str | None = None
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, JSON arguments)
+    refusal: str | None = None
+    finish_reason: str | None = None  # None: "tool_calls" or "stop"
 
     @property
     def text_for_usage(self) -> str:
@@ -195,7 +198,14 @@ def forced_function(body: dict[str, Any]) -> str | None:
 
 def build_reply(rule: Rule, facts: RequestFacts, body: dict[str, Any]) -> Reply:
     """The reply of a non-fault rule; raises AgentStepError for an agent step it cannot resolve."""
+    reply = _reply(rule, facts, body)
+    return replace(reply, finish_reason=rule.finish_reason) if rule.finish_reason else reply
+
+
+def _reply(rule: Rule, facts: RequestFacts, body: dict[str, Any]) -> Reply:
     kind = rule.reply_kind
+    if kind == "refusal":
+        return Reply(refusal=rule.refusal)
     if kind == "content":
         return Reply(content=rule.content or "")
     if kind == "json":
@@ -261,12 +271,13 @@ def build_completion(reply: Reply, facts: RequestFacts, body: dict[str, Any], ru
     logprobs = None
     if body.get("logprobs"):
         logprobs = ChoiceLogprobs(content=token_logprobs(reply.content or "", int(body.get("top_logprobs") or 0)))
-    message = AssistantMessage(content=reply.content, tool_calls=tool_calls or None)
+    message = AssistantMessage(content=reply.content, refusal=reply.refusal, tool_calls=tool_calls or None)
+    finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
     return ChatCompletion(
         id=completion_id(facts, rule_index),
         created=CREATED,
         model=facts.model,
-        choices=[Choice(message=message, finish_reason="tool_calls" if tool_calls else "stop", logprobs=logprobs)],
+        choices=[Choice(message=message, finish_reason=finish, logprobs=logprobs)],  # type: ignore[arg-type]
         usage=usage_for(facts, reply),
     )
 

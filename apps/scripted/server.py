@@ -43,6 +43,33 @@ from webgen_agent.apps.scripted.views import ErrorBody, ErrorDetail, Fault, Requ
 logger = logging.getLogger(__name__)
 
 
+class DroppedConnection(Exception):
+    """Raised after half an answer, so that uvicorn closes the connection: a scripted dropped connection."""
+
+
+class _DroppedAnswer(Response):
+    """Sends the headers and the first bytes of a chat completion, then drops the connection."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=200)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", b"4096")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-dropped", "choi', "more_body": True})
+        raise DroppedConnection("scripted dropped connection")
+
+
+class _QuietDrops(logging.Filter):
+    """uvicorn logs an app error with its traceback; a scripted drop is not one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], DroppedConnection))
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+
+
 def _error(status: int, message: str, code: str, *, headers: dict[str, str] | None = None) -> JSONResponse:
     kind = "invalid_request_error" if status < 500 else "server_error"
     body = ErrorBody(error=ErrorDetail(message=message, type=kind, code=code))
@@ -154,11 +181,22 @@ class ScriptedModel:
     def _fault_response(self, fault: Fault, facts: RequestFacts, body: dict[str, Any], rule_index: int) -> Response:
         if fault.status is not None:
             self._record(facts, rule_index, fault.status)
-            headers = {"retry-after-ms": str(int(fault.retry_after_s * 1000))} if fault.retry_after_s else None
-            return _error(fault.status, fault.message, "scripted_fault", headers=headers)
+            headers: dict[str, str] = {}
+            if fault.retry_after_s:
+                headers["retry-after-ms"] = str(int(fault.retry_after_s * 1000))
+            if fault.retry_after is not None:
+                headers["retry-after"] = str(fault.retry_after)
+            return _error(fault.status, fault.message, "scripted_fault", headers=headers or None)
         if fault.invalid_body:
             self._record(facts, rule_index, 200)
             return Response(INVALID_BODY, status_code=200, media_type="application/json")
+        if fault.drop:
+            self._record(facts, rule_index, 0)
+            return _DroppedAnswer()
+        if fault.empty_choices:
+            completion = build_completion(Reply(content=""), facts, body, rule_index)
+            self._record(facts, rule_index, 200)
+            return JSONResponse({**completion.model_dump(exclude_none=False), "choices": []})
         return self._completion_response(Reply(content=MALFORMED_CONTENT), facts, body, rule_index)
 
     def _completion_response(

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-REPLY_FIELDS = ("content", "content_file", "json", "tool_calls", "agent", "fault")
+REPLY_FIELDS = ("content", "content_file", "json", "tool_calls", "agent", "refusal", "fault")
 
 
 class ScenarioError(ValueError):
@@ -21,7 +21,7 @@ class ScenarioError(ValueError):
 
 
 class Fault(BaseModel):
-    """A scripted failure: an HTTP error, a broken JSON reply, or a body that is not JSON."""
+    """A scripted failure: an HTTP error, a broken reply, a body that is not JSON, a dropped connection."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -33,14 +33,23 @@ class Fault(BaseModel):
         le=60,
         description="Sent as Retry-After-Ms with an HTTP error; the openai SDK then retries after it.",
     )
+    retry_after: int | None = Field(
+        default=None, ge=0, le=3600, description="Sent as Retry-After (whole seconds) with an HTTP error."
+    )
     malformed: bool = Field(default=False, description="HTTP 200 whose content is cut-off JSON text.")
     invalid_body: bool = Field(default=False, description="HTTP 200 whose body is not JSON at all.")
+    drop: bool = Field(default=False, description="The connection is closed halfway through the answer.")
+    empty_choices: bool = Field(default=False, description="HTTP 200 with an empty choices list.")
 
     @model_validator(mode="after")
     def _one_kind(self) -> Fault:
-        kinds = [self.status is not None, self.malformed, self.invalid_body]
+        kinds = [self.status is not None, self.malformed, self.invalid_body, self.drop, self.empty_choices]
         if sum(kinds) != 1:
-            raise ValueError("a fault is exactly one of: status, malformed: true, invalid_body: true")
+            raise ValueError(
+                "a fault is exactly one of: status, malformed: true, invalid_body: true, drop: true, empty_choices: true"
+            )
+        if self.status is None and (self.retry_after is not None or self.retry_after_s is not None):
+            raise ValueError("retry_after and retry_after_s go with an HTTP status")
         return self
 
 
@@ -107,6 +116,9 @@ class Rule(BaseModel):
     page_not_contains: list[str] = Field(
         default_factory=list, description="Agent requests only: none in the <browser_state> section."
     )
+    min_chars: int | None = Field(
+        default=None, ge=1, description="The text of all request messages has at least this many characters."
+    )
     times: int | None = Field(default=None, ge=1, description="Only the first N requests this rule matches.")
     # replies
     content: str | None = None
@@ -114,7 +126,11 @@ class Rule(BaseModel):
     json_value: Any = Field(default=None, alias="json")
     tool_calls: list[ToolCallSpec] | None = None
     agent: AgentStep | None = None
+    refusal: str | None = Field(default=None, description="The assistant refuses: message.refusal, no content.")
     fault: Fault | None = None
+    finish_reason: Literal["stop", "length", "content_filter"] | None = Field(
+        default=None, description="Sent instead of the usual finish reason (content and json replies)."
+    )
     delay_s: float = Field(default=0.0, ge=0, description="Sleep this long before answering.")
 
     @model_validator(mode="before")
@@ -133,6 +149,8 @@ class Rule(BaseModel):
             return "fault"
         if self.agent is not None:
             return "agent"
+        if self.refusal is not None:
+            return "refusal"
         if self.tool_calls is not None:
             return "tool_calls"
         if "json_value" in self.model_fields_set:
@@ -188,7 +206,7 @@ class RequestRecord(BaseModel):
     turn: int | None
     agent_step: bool = Field(description="The request came from a browser-use agent step.")
     rule_index: int | None = Field(description="Index of the rule that answered; None when none matched.")
-    status: int
+    status: int = Field(description="HTTP status sent; 0 when the connection was dropped mid-answer.")
 
 
 # ---- wire format (OpenAI chat.completion) ----
@@ -223,14 +241,14 @@ class ChoiceLogprobs(BaseModel):
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
-    refusal: None = None
+    refusal: str | None = None
     tool_calls: list[ToolCall] | None = None
 
 
 class Choice(BaseModel):
     index: int = 0
     message: AssistantMessage
-    finish_reason: Literal["stop", "tool_calls", "length"]
+    finish_reason: Literal["stop", "tool_calls", "length", "content_filter"]
     logprobs: ChoiceLogprobs | None = None
 
 

@@ -181,12 +181,19 @@ async def run_gui_agent(
         problem = str(exc)
     if problem is None and cdp_url is None and not (chromium_path and Path(chromium_path).exists()):
         problem = f"Chromium not found at {chromium_path!r}"
+    endpoint_down = False
     if problem is None:
         problem = await _endpoint_problem(settings.base_url)  # a dead endpoint fails here, before any browser starts
+        endpoint_down = problem is not None
     if problem is not None:
         if prepared is not None:
             await prepared.close()
-        return GuiRun(errors=[problem], stopped_reason="error", seconds=round(time.monotonic() - started, 3))
+        return GuiRun(
+            errors=[problem],
+            stopped_reason="error",
+            seconds=round(time.monotonic() - started, 3),
+            endpoint_down=endpoint_down,
+        )
 
     if prepared is not None and not (prepared.fits(url, settings.viewport) and prepared.session.is_cdp_connected):
         await prepared.close()  # made for another page, or the browser went away meanwhile
@@ -250,6 +257,7 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepar
         base_url=settings.base_url,
         api_key=settings.api_key,
         temperature=settings.temperature,
+        **({"max_completion_tokens": settings.max_tokens} if settings.max_tokens is not None else {}),
         timeout=settings.llm_timeout,
         max_retries=LLM_RETRIES,
         http_client=shared_http_client(),
@@ -347,6 +355,7 @@ async def _run(
         seconds=round(time.monotonic() - started, 3),
         stopped_reason=why_stopped(agent, budget, timed_out, settings.max_actions),
         prepared=prepared is not None,
+        endpoint_down=budget.endpoint_down,
     )
 
 

@@ -20,6 +20,7 @@ class GuiAgentSettings(BaseModel):
     base_url: str = Field(description="OpenAI-compatible endpoint of that model.")
     api_key: str = Field(repr=False)
     temperature: float | None = None
+    max_tokens: int | None = Field(default=None, description="Caps each answer (browser-use's own default: 4096).")
     max_actions: int = Field(default=15, ge=1, description="Browser actions in the whole run (the final done counts).")
     max_actions_per_step: int = Field(default=MAX_ACTIONS_PER_STEP, ge=1)
     timeout_s: float = Field(default=300.0, gt=0, description="Deadline of the whole run.")
@@ -67,3 +68,6 @@ class GuiRun(BaseModel):
     seconds: float = 0.0
     stopped_reason: StoppedReason = "error"
     prepared: bool = Field(default=False, description="The run used a browser session opened ahead of it.")
+    endpoint_down: bool = Field(
+        default=False, description="Stopped because the model endpoint failed (unreachable, 429, 5xx), not the site."
+    )
