@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.postgres import fresh_db
 from webgen_agent.apps.bench.evaluate import parse_answer
 from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.score import rates
@@ -250,17 +251,26 @@ def recompute(results: list[dict], sites: list[dict], records: int) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
-def bench_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str):
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def bench_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, chromium_path: str):
+    """The benchmark run once per store: its own folder's SQLite file, or --db on PostgreSQL."""
     os.environ["WEBGEN_CHROMIUM"] = chromium_path
     base = tmp_path_factory.mktemp("bench")
+    db_args = [] if request.param == "sqlite" else ["--db", fresh_db(request, base)]
     data = write_data(base / "test.jsonl", KEPT)
     out = base / "out"
     scenario = Scenario.model_validate({"name": "bench", "rules": list(RULES.values())})
     with ScriptedServer(scenario) as server:
-        first = invoke(bench_args(server.base_url, data, out))
+        first = invoke(bench_args(server.base_url, data, out, *db_args))
         requests = list(server.requests)
-        yield {"out": out, "data": data, "server": server, "output": first.output, "requests": requests}
+        yield {
+            "out": out,
+            "data": data,
+            "server": server,
+            "output": first.output,
+            "requests": requests,
+            "db_args": db_args,
+        }
 
 
 # ---- unit ----------------------------------------------------------------------------------------
@@ -420,7 +430,7 @@ def test_rerun_redoes_nothing_and_an_interrupted_run_continues(bench_run) -> Non
             path.unlink() if path.is_file() else path.rmdir()
         site.rmdir()
     seen = len(server.requests)
-    rerun = invoke(bench_args(server.base_url, data, out))
+    rerun = invoke(bench_args(server.base_url, data, out, *bench_run["db_args"]))
     assert server.requests[seen:] == [], "no model was asked anything"
     assert (out / "results.jsonl").read_text() == results_before
     assert (out / "sites" / TRIVIA / "index.html").is_file() and "41.7%" in rerun.output, rerun.output
@@ -430,7 +440,7 @@ def test_rerun_redoes_nothing_and_an_interrupted_run_continues(bench_run) -> Non
     kept = [line for line in lines if json.loads(line)["case_index"] != 1 or json.loads(line)["record_id"] != TRIVIA]
     (out / "results.jsonl").write_text("\n".join(kept) + "\n")
     seen = len(server.requests)
-    invoke(bench_args(server.base_url, data, out))
+    invoke(bench_args(server.base_url, data, out, *bench_run["db_args"]))
     new = server.requests[seen:]
     assert {r.rule_index for r in new} == {rule("question-click"), rule("question-partial")}
     after = {(r["record_id"], r["case_index"]): r for r in read_lines(out / "results.jsonl")}

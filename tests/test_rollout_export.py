@@ -23,12 +23,14 @@ import psutil
 import pytest
 
 from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.postgres import fresh_db
 from webgen_agent.apps.cli.export import _split
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import (
     BlobTexts,
     JsonLines,
@@ -61,7 +63,7 @@ class RolloutStory:
     """What the tests look at: the database, the request log and what was seen during the run."""
 
     base: Path
-    db: Path
+    db: str
     coder_requests: list[list[dict[str, Any]]]
     max_running: int = 0
     max_browsers: int = 0
@@ -75,7 +77,7 @@ class RolloutStory:
     exports: dict[str, Path] = field(default_factory=dict)
 
 
-def rollout_command(base: Path, base_url: str) -> list[str]:
+def rollout_command(base: Path, db: str, base_url: str) -> list[str]:
     return [
         CLI,
         "rollout",
@@ -100,7 +102,7 @@ def rollout_command(base: Path, base_url: str) -> list[str]:
         "--out",
         str(base / "runs"),
         "--db",
-        str(base / "webgen.db"),
+        db,
         "--base-url",
         base_url,
         "--coder-model",
@@ -138,7 +140,7 @@ def run_until_mid_way(story: RolloutStory, command: list[str], env: dict[str, st
         while True:
             assert proc.poll() is None, (story.base / "first-run.log").read_text()
             assert time.monotonic() < deadline, "the rollout never reached the kill point"
-            records = RunIndex(story.db).list() if story.db.exists() else []
+            records = RunIndex(story.db).list() if Database.of(story.db).exists() else []
             statuses = [r.status for r in records]
             story.max_running = max(story.max_running, statuses.count("running"))
             story.max_browsers = max(story.max_browsers, shared_browsers(proc.pid))
@@ -153,8 +155,9 @@ def run_until_mid_way(story: RolloutStory, command: list[str], env: dict[str, st
         story.killed_groups = [g for g in owned_groups(story.db, proc.pid) if group_alive(g)]
 
 
-@pytest.fixture(scope="module")
-def story(tmp_path_factory, chromium_path) -> RolloutStory:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
+    """The whole story once per store: every test reading it runs on SQLite and on PostgreSQL."""
     base = tmp_path_factory.mktemp("rollout")
     coder_requests: list[list[dict[str, Any]]] = []
     lock = threading.Lock()
@@ -168,11 +171,11 @@ def story(tmp_path_factory, chromium_path) -> RolloutStory:
 
     patch = pytest.MonkeyPatch()
     patch.setattr(scripted_server, "request_facts", recording)
-    story = RolloutStory(base=base, db=base / "webgen.db", coder_requests=coder_requests)
+    story = RolloutStory(base=base, db=fresh_db(request, base), coder_requests=coder_requests)
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path, "COLUMNS": "200"}
     try:
         with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
-            command = rollout_command(base, server.base_url)
+            command = rollout_command(base, story.db, server.base_url)
             run_until_mid_way(story, command, env)
             story.before_kill = {r.run_id: r for r in RunIndex(story.db).list()}
             story.checkpoints_before = {run_id: checkpoint_count(story.db, run_id) for run_id in story.before_kill}
