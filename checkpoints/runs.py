@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import json
 import os
 import socket
+import sqlite3
 import threading
 import time
 import uuid
@@ -14,7 +16,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import psutil
-import sqlite_utils
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database, open_sqlite, pools
@@ -60,39 +61,54 @@ COLUMNS = tuple(RunRecord.model_fields)
 
 
 class _SqliteRuns:
-    """The runs table in a SQLite file (sqlite-utils)."""
+    """The runs table in a SQLite file: one connection, serialised by a lock.
+
+    Plain autocommit statements, never a deferred transaction (sqlite-utils' ``create`` and
+    ``upsert`` open one): a transaction that reads and then writes upgrades its lock, and SQLite
+    fails such an upgrade at once, whatever the busy timeout, when another process writes.
+    """
 
     def __init__(self, path: Path) -> None:
-        self.db = sqlite_utils.Database(open_sqlite(path))
+        self.conn = open_sqlite(path)
         self.lock = threading.Lock()
-        if "runs" not in self.db.table_names():
-            columns: dict[str, Any] = {name: str for name in COLUMNS}
-            columns.update({name: int for name in _INT_COLUMNS}, **{name: float for name in _FLOAT_COLUMNS})
-            self.db.table("runs").create(columns, pk="run_id", if_not_exists=True)
-            self.db.table("runs").create_index(["group_id"], if_not_exists=True)
+        columns = ", ".join(f"{name} {_column_type(name)}" for name in COLUMNS if name != "run_id")
+        with self.lock:
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, {columns})")
+            present = {row[1] for row in self.conn.execute("PRAGMA table_info(runs)")}
+            for name in COLUMNS:
+                if name not in present:  # a database from before this column
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
+                        self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {_column_type(name)}")
+            self.conn.execute("CREATE INDEX IF NOT EXISTS runs_group_id_idx ON runs (group_id)")
 
     def upsert(self, row: dict[str, Any]) -> None:
+        names = [name for name in COLUMNS if name in row]
+        updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "run_id")
         with self.lock:
-            self.db.table("runs").upsert(row, pk="run_id", alter=True)  # alter: databases from before a new column
+            self.conn.execute(
+                f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+                f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
+                [row[name] for name in names],
+            )
 
     def update(self, run_id: str, fields: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{name} = ?" for name in fields)
         with self.lock:
-            self.db.table("runs").update(run_id, fields, alter=True)
+            self.conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*fields.values(), run_id])
 
     def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
-        where, args = (
-            ("run_id = ?", [run_id])
-            if run_id is not None
-            else ("group_id = ?", [group_id])
-            if group_id is not None
-            else (None, None)
-        )
+        query, args = f"SELECT {', '.join(COLUMNS)} FROM runs", []
+        if run_id is not None:
+            query, args = query + " WHERE run_id = ?", [run_id]
+        elif group_id is not None:
+            query, args = query + " WHERE group_id = ?", [group_id]
         with self.lock:
-            return list(self.db.table("runs").rows_where(where, args, order_by="created_at"))
+            rows = self.conn.execute(query + " ORDER BY created_at", args).fetchall()
+        return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
     def delete(self, run_id: str) -> None:
         with self.lock:
-            self.db.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+            self.conn.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
 
 
 class _PostgresRuns:
@@ -132,7 +148,8 @@ class _PostgresRuns:
             conn.execute("DELETE FROM runs WHERE run_id = %s", [run_id])
 
 
-def _postgres_type(name: str) -> str:
+def _column_type(name: str) -> str:
+    """The column's SQL type (the same words on SQLite and PostgreSQL)."""
     if name in _INT_COLUMNS:
         return "BIGINT"
     if name in _FLOAT_COLUMNS:
@@ -141,10 +158,10 @@ def _postgres_type(name: str) -> str:
 
 
 def _create_postgres_runs(conn: Any) -> None:
-    columns = ", ".join(f"{name} {_postgres_type(name)}" for name in COLUMNS if name != "run_id")
+    columns = ", ".join(f"{name} {_column_type(name)}" for name in COLUMNS if name != "run_id")
     conn.execute(f"CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, {columns})")
     for name in COLUMNS:  # a column added to RunRecord later
-        conn.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {_postgres_type(name)}")
+        conn.execute(f"ALTER TABLE runs ADD COLUMN IF NOT EXISTS {name} {_column_type(name)}")
     conn.execute("CREATE INDEX IF NOT EXISTS runs_group_id_idx ON runs (group_id)")
 
 
