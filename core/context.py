@@ -203,15 +203,17 @@ class Settings(BaseSettings):
             limits["patience_s"] = self.patience
         if self.model_timeout is not None:
             limits["timeout_s"] = self.model_timeout
-        return ModelSettings(
-            model=model,
-            base_url=base_url,
-            api_key=getattr(self, f"{role}_api_key") or self.api_key,
-            temperature=self.coder_temperature if role == "coder" else None,
-            top_p=self.coder_top_p if role == "coder" else None,
-            fallback_model=getattr(self, f"{role}_fallback_model") or self.fallback_model,
-            fallback_base_url=fallback_base_url,
-            **limits,
+        return ModelSettings.model_validate(
+            {
+                "model": model,
+                "base_url": base_url,
+                "api_key": getattr(self, f"{role}_api_key") or self.api_key,
+                "temperature": self.coder_temperature if role == "coder" else None,
+                "top_p": self.coder_top_p if role == "coder" else None,
+                "fallback_model": getattr(self, f"{role}_fallback_model") or self.fallback_model,
+                "fallback_base_url": fallback_base_url,
+                **limits,
+            }
         )
 
     def to_context(self, **overrides: Any) -> AgentContext:

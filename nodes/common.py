@@ -142,7 +142,7 @@ def node(fn: NodeFn) -> NodeFn:
 def _last(patches: list[StepUpdate], key: str) -> Any:
     for patch in reversed(patches):
         if key in patch:
-            return patch[key]  # type: ignore[literal-required]
+            return patch[key]
     return None
 
 

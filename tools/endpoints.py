@@ -17,7 +17,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import openai
 from pydantic import BaseModel
@@ -279,7 +279,8 @@ async def wait_out(
             before_sleep=before_sleep,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome is not None else None,
         )
-        result = await retrying(attempt, endpoint)
+        # The error callback hands back the last attempt's own result: always an R here.
+        result = cast(R, await retrying(attempt, endpoint))
         if trouble(result) is None:
             break
-    return result  # type: ignore[return-value]
+    return cast(R, result)

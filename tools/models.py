@@ -160,6 +160,8 @@ async def _chat(
         # The parse path of the openai client refuses these answers; for a free-text call they
         # cannot happen (the text is used as it is).
         completion = exc.completion
+        if completion is None:  # the client did not keep the answer: nothing to read back
+            return Unusable(problem=f"the endpoint's answer was unusable ({type(exc).__name__})", usage=Usage(calls=1))
         usage = completion.usage
         spent = Usage(
             input_tokens=usage.prompt_tokens if usage else 0,
