@@ -26,6 +26,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.views import (
+    TEXT_FORMATS,
     ChatMessage,
     CriticRecord,
     ExportFormat,
@@ -34,7 +35,10 @@ from webgen_agent.checkpoints.views import (
     SftRecord,
     StepGrpoRecord,
     TokenLogprob,
+    TrajectoryRecord,
+    TurnRecord,
 )
+from webgen_agent.checkpoints.writers import ChatRender, write_records
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import Critique
 
@@ -156,10 +160,12 @@ class BlobTexts:
         """The coder messages a step's ``prompt`` blob (a JSON list of ChatRef) names, texts filled in."""
         cached = self._prompts.get(digest)
         if cached is None:
-            cached = self._prompts[digest] = [
-                self._message(ref["role"], ref["hash"]) for ref in self._chat_refs(digest)
-            ]
+            cached = self._prompts[digest] = [self.message(ref["role"], ref["hash"]) for ref in self._chat_refs(digest)]
         return cached
+
+    def refs(self, digest: str) -> list[dict[str, str]]:
+        """The ChatRef list (role, hash) a prompt blob names."""
+        return self._chat_refs(digest)
 
     def _chat_refs(self, digest: str) -> list[dict[str, str]]:
         refs = self._refs.get(digest)
@@ -167,7 +173,7 @@ class BlobTexts:
             refs = self._refs[digest] = self.json(digest)
         return refs
 
-    def _message(self, role: str, digest: str) -> ChatMessage:
+    def message(self, role: str, digest: str) -> ChatMessage:
         key = (role, digest)
         message = self._messages.get(key)
         if message is None:
@@ -179,6 +185,14 @@ def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
     if not digest:
         return []
     return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
+
+
+def _token_ids(texts: BlobTexts, digest: str | None) -> tuple[list[int] | None, list[int] | None]:
+    """(prompt ids, completion ids) the endpoint returned; None for what it did not."""
+    if not digest:
+        return None, None
+    ids = texts.json(digest)
+    return ids.get("prompt"), ids.get("completion")
 
 
 EntryKey = tuple[str, int]  # (trajectory id, pool entry)
@@ -227,14 +241,21 @@ def step_grpo_records(
     normalised over the entries of the whole group."""
     pairs = [(t, step) for t in trajectories for step in t.steps if step["index"] in t.entry_of]
     texts.prefetch_prompts(step["prompt"] for _, step in pairs)
-    texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs")))
+    texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs"), step.get("token_ids")))
     groups = GroupRewards.of(trajectories, kind)
     stats = {group: group_stats(rewards) for group, rewards in groups.rewards.items()}
-    for trajectory, step in arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs"))):
+    # Front: a record with logprobs, and before it one with token ids too when there is one.
+    pairs = arrow_friendly_order(pairs, complete=lambda pair: bool(pair[1].get("logprobs")))
+    pairs = arrow_friendly_order(
+        pairs, complete=lambda pair: bool(pair[1].get("logprobs") and pair[1].get("token_ids"))
+    )
+    for trajectory, step in pairs:
         group = trajectory.group_id
         mean, std = stats[group]
         n = trajectory.entry_of[step["index"]]
         entry = trajectory.pool[n]
+        logprobs = _logprobs(texts, step.get("logprobs"))
+        prompt_ids, completion_ids = _token_ids(texts, step.get("token_ids"))
         yield StepGrpoRecord(
             group_id=group,
             trajectory_id=trajectory.trajectory_id,
@@ -242,7 +263,7 @@ def step_grpo_records(
             role=step["role"],
             action=step["action"],
             prompt=texts.prompt(step["prompt"]),
-            completion=texts.text(step["completion"]),
+            completion=[texts.message("assistant", step["completion"])],
             screenshot_score=entry.screenshot_score,
             gui_score=entry.gui_score,
             scored_step=entry.scored_step,
@@ -256,9 +277,12 @@ def step_grpo_records(
             group_trajectories=groups.trajectories[group],
             format_ok=bool(step["format_ok"]),
             model=step["model"],
-            has_logprobs=bool(step.get("logprobs")),
-            logprobs=_logprobs(texts, step.get("logprobs")),
-            chosen=step["index"] == trajectory.chosen_step,
+            has_logprobs=bool(logprobs),
+            logprobs=logprobs,
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=completion_ids,
+            completion_logprobs=[token.logprob for token in logprobs] if logprobs else None,
+            final_site=step["index"] == trajectory.chosen_step,
         )
 
 
@@ -280,9 +304,8 @@ def sft_records(
         if min_score is not None and reward < min_score:
             continue
         entry = trajectory.entry(step)
-        answer = ChatMessage(role="assistant", content=texts.text(step["completion"]))
         yield SftRecord(
-            messages=[*texts.prompt(step["prompt"]), answer],
+            messages=[*texts.prompt(step["prompt"]), texts.message("assistant", step["completion"])],
             group_id=trajectory.group_id,
             trajectory_id=trajectory.trajectory_id,
             step=step["index"],
@@ -317,7 +340,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
                 step=step["index"],
                 next_step=after["index"],
                 prompt=[ChatMessage.model_validate(m) for m in texts.json(prompt_hash)],
-                completion=critique.model_dump_json(),
+                completion=[ChatMessage(role="assistant", content=critique.model_dump_json())],
                 critique=critique,
                 reward_before=before_reward,
                 reward_after=after_reward,
@@ -326,6 +349,57 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
         )
     # Critiques are small: collecting them first costs little and allows the Arrow-friendly order.
     yield from arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
+
+
+def _branch(trajectory: Trajectory, last: Step) -> list[Step]:
+    """The steps ``last`` built on (its parent chain), first to last."""
+    by_index = {step["index"]: step for step in trajectory.steps}
+    chain = [last]
+    while (parent := chain[-1]["parent"]) is not None and parent in by_index and len(chain) <= len(by_index):
+        chain.append(by_index[parent])
+    return chain[::-1]
+
+
+def trajectory_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+) -> Iterator[TrajectoryRecord]:
+    """One record per trajectory: its last step's conversation, each assistant turn credited with the
+    reward and advantage of the pool entry covering the step that wrote it (as in the step-grpo
+    export; steps a backtrack left behind are not in the conversation)."""
+    lasts = [(t, t.steps[-1]) for t in trajectories]
+    texts.prefetch_prompts(step["prompt"] for _, step in lasts)
+    texts.prefetch(step["completion"] for _, step in lasts)
+    groups = GroupRewards.of(trajectories, kind)
+    for trajectory, last in lasts:
+        writers: dict[str, list[Step]] = defaultdict(list)
+        for step in _branch(trajectory, last):
+            writers[step["completion"]].append(step)
+        refs = [*texts.refs(last["prompt"]), {"role": "assistant", "hash": last["completion"]}]
+        turns: list[TurnRecord] = []
+        for position, ref in enumerate(refs):
+            if ref["role"] != "assistant":
+                continue
+            writer = writers[ref["hash"]].pop(0) if writers.get(ref["hash"]) else None
+            n = None if writer is None else trajectory.entry_of.get(writer["index"])
+            turns.append(
+                TurnRecord(
+                    message=position,
+                    step=-1 if writer is None else writer["index"],
+                    reward=0.0 if n is None else trajectory.pool[n].reward,
+                    advantage=0.0 if n is None else groups.advantage[(trajectory.trajectory_id, n)],
+                    train=n is not None,
+                )
+            )
+        chosen = trajectory.chosen_step
+        yield TrajectoryRecord(
+            group_id=trajectory.group_id,
+            trajectory_id=trajectory.trajectory_id,
+            status=trajectory.run.status,
+            messages=[texts.message(ref["role"], ref["hash"]) for ref in refs],
+            turns=turns,
+            chosen_step=-1 if chosen is None else chosen,
+            group_trajectories=groups.trajectories[trajectory.group_id],
+        )
 
 
 def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "step") -> Iterator[RewardsRecord]:
@@ -347,67 +421,6 @@ def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "s
             pool_rewards=[trajectory.entry_reward(e, kind) for e in trajectory.pool],
             pool_steps=[list(e.steps) for e in trajectory.pool],
         )
-
-
-class JsonLines:
-    """Record -> one JSON line (UTF-8 bytes); a chat message shared by many records is encoded once.
-
-    The steps of a trajectory repeat its conversation in their prompts, so most of an export's
-    bytes are messages already encoded for an earlier record.
-    """
-
-    def __init__(self) -> None:
-        self._fragments: dict[ChatMessage, bytes] = {}
-        self._message_fields: dict[type[BaseModel], tuple[str, ...]] = {}
-
-    def line(self, record: BaseModel) -> bytes:
-        return b"".join(self.chunks(record))
-
-    def chunks(self, record: BaseModel) -> list[bytes]:
-        """The line in pieces (no newline): written as they are, the shared ones are never copied."""
-        fields = self._fields_of(type(record))
-        if not fields:
-            return [record.__pydantic_serializer__.to_json(record)]
-        body = record.__pydantic_serializer__.to_json(record, exclude=set(fields))
-        chunks = [body[:-1]]
-        for position, name in enumerate(fields):
-            separator = b"," if position or body != b"{}" else b""
-            chunks.append(b'%s"%s":[' % (separator, name.encode()))
-            for index, message in enumerate(getattr(record, name)):
-                if index:
-                    chunks.append(b",")
-                chunks.append(self._fragment(message))
-            chunks.append(b"]")
-        chunks.append(b"}")
-        return chunks
-
-    def _fragment(self, message: ChatMessage) -> bytes:
-        fragment = self._fragments.get(message)
-        if fragment is None:
-            fragment = self._fragments[message] = message.__pydantic_serializer__.to_json(message)
-        return fragment
-
-    def _fields_of(self, cls: type[BaseModel]) -> tuple[str, ...]:
-        fields = self._message_fields.get(cls)
-        if fields is None:
-            fields = tuple(name for name, f in cls.model_fields.items() if f.annotation == list[ChatMessage])
-            self._message_fields[cls] = fields
-        return fields
-
-
-def write_jsonl(records: Iterable[BaseModel], path: Path) -> int:
-    """Write one JSON object a line (via a temporary file, so a failed export leaves no half file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    encoder = JsonLines()
-    count = 0
-    with partial.open("wb") as handle:
-        for record in records:
-            handle.writelines(encoder.chunks(record))
-            handle.write(b"\n")
-            count += 1
-    partial.replace(path)
-    return count
 
 
 def build_records(
@@ -433,6 +446,8 @@ def build_records(
         return critic_records(trajectories, texts)
     if export_format == "rewards":
         return rewards_records(trajectories, kind=reward)
+    if export_format == "trajectory":
+        return trajectory_records(trajectories, texts, kind=reward)
     raise ValueError(f"unknown export format {export_format!r}")
 
 
@@ -446,8 +461,13 @@ async def export_trajectories(
     include_unfinished: bool = False,
     reward: RewardKind = "step",
     critic_reward: CriticReward = "dh",
+    parquet: bool = False,
+    render: ChatRender | None = None,
 ) -> ExportReport:
-    """Read the trajectories and write ``out`` (JSON lines) in ``export_format``."""
+    """Read the trajectories and write ``out`` (JSON lines, or parquet) in ``export_format``; with
+    ``render``, a prompt-completion format's messages become the chat template's strings."""
+    if render is not None and export_format not in TEXT_FORMATS:
+        raise ValueError(f"the text layout is for the {' and '.join(TEXT_FORMATS)} formats, not {export_format}")
     started = time.monotonic()
     trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
     store = BlobStore(db_path)
@@ -455,7 +475,7 @@ async def export_trajectories(
         records = build_records(
             export_format, trajectories, store, min_score=min_score, reward=reward, critic_reward=critic_reward
         )
-        count = write_jsonl(records, Path(out))
+        count = write_records(records, Path(out), parquet=parquet, render=render)
     finally:
         store.close()
     return ExportReport(

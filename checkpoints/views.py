@@ -1,7 +1,12 @@
 """Pydantic types of the training exports (one JSON line per record; see docs/exports.md).
 
-Every field has one JSON type in every record (no "null here, a list there"): Arrow, and so
-``datasets.load_dataset("json", ...)``, infers one schema per column and fails on mixed types.
+Every field has one JSON type in every record: Arrow, and so ``datasets.load_dataset("json", ...)``,
+infers one schema per column and fails on mixed types. The one exception are the token-id columns,
+null when the endpoint did not return ids (a null fits any Arrow type; an empty list would claim the
+endpoint sampled nothing).
+
+``prompt`` and ``completion`` are both message lists (the completion one assistant message), the
+conversational prompt-completion layout TRL defines; ``export --text`` writes both as strings.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from webgen_agent.core.views import Critique
 
-ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop"]
+ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory"]
 WebloopRole = Literal["generator", "critic", "refiner"]
+TEXT_FORMATS: tuple[ExportFormat, ...] = ("step-grpo", "critic")  # the prompt-completion formats --text renders
 
 
 class ChatMessage(BaseModel):
@@ -45,7 +51,7 @@ class StepGrpoRecord(BaseModel):
     role: Literal["generator", "refiner"] = Field(description="The node that asked the coder.")
     action: str = Field(description="edit, screenshot_validated, finish or malformed.")
     prompt: list[ChatMessage] = Field(description="The exact messages the coder was sent, system message first.")
-    completion: str = Field(description="The coder's raw output.")
+    completion: list[ChatMessage] = Field(description="One assistant message: the coder's raw output.")
     screenshot_score: int = Field(description="Screenshot grade 1-5 of the scored edit (0 when nothing rendered).")
     gui_score: int = Field(description="GUI-test grade 1-5 of the scored edit (0 when not run).")
     scored_step: int = Field(
@@ -65,7 +71,16 @@ class StepGrpoRecord(BaseModel):
     model: str = Field(description="Model name the endpoint reported.")
     has_logprobs: bool = Field(description="The endpoint returned token logprobs for this completion.")
     logprobs: list[TokenLogprob] = Field(description="Per-token logprobs of the completion; empty when not returned.")
-    chosen: bool = Field(description="This step's files became the trajectory's final site.")
+    prompt_token_ids: list[int] | None = Field(
+        description="The prompt as the endpoint tokenised it; null if not returned."
+    )
+    completion_token_ids: list[int] | None = Field(description="The sampled token ids; null if not returned.")
+    completion_logprobs: list[float] | None = Field(
+        description="Old-policy logprob of each sampled token (aligned with completion_token_ids); null without logprobs."
+    )
+    final_site: bool = Field(
+        description="This step's files became the trajectory's final site (not named 'chosen': TRL reads that key as preference data)."
+    )
 
 
 class SftRecord(BaseModel):
@@ -92,7 +107,7 @@ class CriticRecord(BaseModel):
     step: int = Field(description="The coder step that was critiqued.")
     next_step: int = Field(description="The Refiner step that answered the critique.")
     prompt: list[ChatMessage] = Field(description="The exact messages the Critic was sent.")
-    completion: str = Field(description="The critique as JSON text (the Critique schema).")
+    completion: list[ChatMessage] = Field(description="One assistant message: the critique as JSON text.")
     critique: Critique = Field(description="The same critique as a structure.")
     reward_before: float = Field(description="Reward of the critiqued step.")
     reward_after: float = Field(description="Reward of the step after the refinement.")
@@ -148,6 +163,34 @@ class WebloopRecord(BaseModel):
     critic_verdicts: list[str] = Field(description="Critic: its status per requirement id (met/partly/unmet, '' none).")
     critic_model: str = Field(description="Critic: coder (shared policy) or feedback; '' for other roles.")
     format_ok: bool = Field(description="The coder's reply followed the edit format (true for Critic turns).")
+
+
+class TurnRecord(BaseModel):
+    """One assistant turn of a trajectory record and the credit of the step that wrote it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: int = Field(description="Position of the assistant message in ``messages``.")
+    step: int = Field(description="The coder step that wrote it; -1 when no step of this trajectory did.")
+    reward: float = Field(description="The reward of the pool entry covering that step (0 when none does).")
+    advantage: float = Field(description="That entry's group-normalised advantage, as in the step-grpo export.")
+    train: bool = Field(description="Train on this turn: a pool entry covers its step.")
+
+
+class TrajectoryRecord(BaseModel):
+    """One trajectory as the coder's conversation, with a reward and advantage per assistant turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    group_id: str = Field(description="Instruction id; advantages are normalised over this group.")
+    trajectory_id: str = Field(description="Run id.")
+    status: str = Field(description="Run status: finished, failed or interrupted.")
+    messages: list[ChatMessage] = Field(
+        description="The last step's prompt and completion: system, user, then assistant and feedback turns."
+    )
+    turns: list[TurnRecord] = Field(description="One entry per assistant message, in order.")
+    chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
+    group_trajectories: int = Field(description="Number of trajectories in the group.")
 
 
 class ExportReport(BaseModel):

@@ -59,6 +59,10 @@ class ModelSettings(BaseModel):
     fallback_base_url: str = Field(default="", description="Endpoint of the fallback model; empty: the same endpoint.")
     fallback_api_key: str = Field(default="", description="API key of the fallback endpoint; empty: the role's key.")
     logprobs: bool = Field(default=False, description="Ask for token logprobs (kept for training export).")
+    token_ids: bool = Field(
+        default=False,
+        description="Ask for the prompt's and completion's token ids (vLLM's return_token_ids; kept for training export).",
+    )
 
 
 class SandboxSettings(BaseModel):

@@ -93,6 +93,7 @@ class Step(TypedDict):
     # "node/role" -> {retries, waited_s, fallback, condensed, reasons}: endpoint trouble met while the
     # step was worked on (waits, fallback model, condensed prompt); never a mark against the step.
     endpoint: NotRequired[dict[str, dict[str, Any]]]
+    token_ids: NotRequired[str | None]  # blob hash of {"prompt": ids | None, "completion": ids | None}
 
 
 class StepUpdate(TypedDict, total=False):
@@ -139,6 +140,7 @@ class StepUpdate(TypedDict, total=False):
     critic_target: int
     critic_model: str
     endpoint: dict[str, dict[str, Any]]
+    token_ids: str | None
 
 
 class Event(TypedDict, total=False):

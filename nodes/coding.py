@@ -97,6 +97,10 @@ async def coder_turn(
         step["errored"] = action == "finish" and tested["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
     if completion.logprobs is not None:
         step["logprobs"] = store().put_json(completion.logprobs)
+    if completion.token_ids is not None or completion.prompt_token_ids is not None:
+        step["token_ids"] = store().put_json(
+            {"prompt": completion.prompt_token_ids, "completion": completion.token_ids}
+        )
     update: Update = {
         "messages": [*conversation, answer],
         "current": index,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a fresh machine: system Chromium (and Node.js, PostgreSQL if missing), a virtualenv, the
-# project with its test extras (which include the [postgres] and [ray] extras). Safe to run again.
+# project with its test extras (which include the [postgres] and [ray] extras) and the train extra
+# (CPU PyTorch). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,5 +24,8 @@ fi
 PYTHON="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# PyTorch before the extras that need it ([train], and trl in [test]), pinned to the CPU build this
+# machine's package index holds: any other build would download gigabytes.
+.venv/bin/python -m pip install -q torch==2.13.0
+.venv/bin/python -m pip install -q -e '.[test,train]'
 echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

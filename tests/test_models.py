@@ -62,6 +62,16 @@ async def test_completion_reports_usage_and_logprobs(server):
     assert result.text == "hello" and result.usage.output_tokens > 0 and result.logprobs
 
 
+async def test_completion_token_ids_when_asked_for(server):
+    """vLLM-style ``return_token_ids`` over HTTP: the prompt's and the completion's ids come back, the
+    completion's aligned with its logprobs; not asked for, none are (and none are requested)."""
+    asked = await complete(settings(server, "plain", logprobs=True, token_ids=True), "coder", ASK)
+    assert asked.token_ids is not None and len(asked.token_ids) == len(asked.logprobs or []) == 1
+    assert asked.prompt_token_ids is not None and len(asked.prompt_token_ids) == len("Grade this page.".split())
+    plain = await complete(settings(server, "plain", logprobs=True), "coder", ASK)
+    assert plain.token_ids is None and plain.prompt_token_ids is None and plain.logprobs
+
+
 async def test_dead_endpoint_is_a_clear_error_quickly():
     dead = ModelSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", patience_s=1.0, timeout_s=5)
     started = time.monotonic()

@@ -33,20 +33,18 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import (
     BlobTexts,
-    JsonLines,
     Trajectory,
     export_trajectories,
     final_values,
     load_trajectories,
     sft_records,
     step_grpo_records,
-    write_jsonl,
 )
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.checkpoints.views import ChatMessage
+from webgen_agent.checkpoints.writers import JsonLines, write_records
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
 
@@ -94,6 +92,7 @@ def rollout_command(base: Path, db: str, base_url: str) -> list[str]:
         "--critic",
         "llm",
         "--logprobs",
+        "--token-ids",
         "--name",
         "t",
         # The scenario scripts the default profile's judge and verdict (rollout's default is upstream).
@@ -187,7 +186,7 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
             rerun = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
             story.rerun_output, story.rerun_code = rerun.stdout + rerun.stderr, rerun.returncode
         story.after = {r.run_id: r for r in RunIndex(story.db).list()}
-        for export_format in ("sft", "critic", "rewards"):
+        for export_format in ("sft", "critic", "rewards", "trajectory"):
             out = base / f"{export_format}.jsonl"
             asyncio.run(export_trajectories(export_format, out, db_path=story.db))
             story.exports[export_format] = out
@@ -312,24 +311,30 @@ def test_step_grpo_prompt_is_exactly_what_the_coder_was_sent(story):
         earlier = by_step[(run_id, step - 1)]
         assert record["role"] == "refiner"
         assert record["prompt"][: len(earlier["prompt"])] == earlier["prompt"]
-        assert record["prompt"][len(earlier["prompt"])] == {"role": "assistant", "content": earlier["completion"]}
+        assert record["prompt"][len(earlier["prompt"])] == earlier["completion"][0]
         assert record["prompt"][-1]["role"] == "user"
 
 
 @e2e
-def test_step_grpo_carries_logprobs_and_the_model(story):
+def test_step_grpo_carries_logprobs_token_ids_and_the_model(story):
     for record in read_jsonl(story.exports["step-grpo"]):
         assert record["model"] == "scripted-coder"
         assert record["has_logprobs"] is True
-        assert "".join(t["token"] for t in record["logprobs"]) == record["completion"]
+        (completion,) = record["completion"]
+        assert completion["role"] == "assistant"
+        assert "".join(t["token"] for t in record["logprobs"]) == completion["content"]
         assert all(t["logprob"] == 0.0 for t in record["logprobs"])
+        # --token-ids: the server's ids, one per sampled token, aligned with the old logprobs
+        assert len(record["completion_token_ids"]) == len(record["logprobs"]) == len(record["completion_logprobs"])
+        assert record["completion_logprobs"] == [t["logprob"] for t in record["logprobs"]]
+        assert len(record["prompt_token_ids"]) == len("\n".join(m["content"] for m in record["prompt"]).split())
 
 
 @e2e
 def test_chosen_step_is_marked_once_per_trajectory(story):
     records = read_jsonl(story.exports["step-grpo"])
     for run_id in RUN_IDS:
-        chosen = [r["step"] for r in records if r["trajectory_id"] == run_id and r["chosen"]]
+        chosen = [r["step"] for r in records if r["trajectory_id"] == run_id and r["final_site"]]
         assert chosen == [story.after[run_id].chosen_step]
 
 
@@ -343,8 +348,8 @@ def test_sft_conversation_ends_with_the_chosen_completion(story):
     assert sorted(r["trajectory_id"] for r in records) == sorted(RUN_IDS)
     for record in records:
         step = grpo[(record["trajectory_id"], record["step"])]
-        assert step["chosen"]
-        assert record["messages"] == [*step["prompt"], {"role": "assistant", "content": step["completion"]}]
+        assert step["final_site"]
+        assert record["messages"] == [*step["prompt"], *step["completion"]]
         assert record["reward"] == step["reward"] == 10  # every trajectory ended on the good site
 
 
@@ -373,7 +378,7 @@ def test_critic_credit_is_the_reward_gain_of_the_refinement(story):
         assert record["next_step"] == record["step"] + 1
         assert (record["reward_before"], record["reward_after"]) == (before["reward"], after["reward"])
         assert record["credit"] == after["reward"] - before["reward"] > 0
-        assert json.loads(record["completion"]) == record["critique"]
+        assert json.loads(record["completion"][0]["content"]) == record["critique"]
         assert record["critique"]["plan"] == ["Write the complete page with the missing parts."]
         assert record["prompt"][0]["role"] == "user" and "Results of the latest step" in record["prompt"][0]["content"]
 
@@ -401,6 +406,67 @@ def test_every_format_loads_with_datasets(story, tmp_path, monkeypatch):
     )
     assert grpo.features["prompt"].feature["content"].dtype == "string"
     assert grpo.features["logprobs"].feature["logprob"].dtype == "float64"
+
+
+@e2e
+def test_trajectory_turns_carry_the_credit_of_their_steps(story):
+    grpo = {(r["trajectory_id"], r["step"]): r for r in read_jsonl(story.exports["step-grpo"])}
+    records = read_jsonl(story.exports["trajectory"])
+    assert sorted(r["trajectory_id"] for r in records) == sorted(RUN_IDS)
+    for record in records:
+        run_id = record["trajectory_id"]
+        last = grpo[(run_id, story.after[run_id].steps - 1)]
+        assert record["messages"] == [*last["prompt"], *last["completion"]]  # no backtracking in rollouts
+        assert [t["step"] for t in record["turns"]] == list(range(story.after[run_id].steps))
+        for turn in record["turns"]:
+            step = grpo[(run_id, turn["step"])]
+            assert record["messages"][turn["message"]] == step["completion"][0] and turn["train"]
+            assert (turn["reward"], turn["advantage"]) == (step["reward"], step["advantage"])
+
+
+@e2e
+def test_a_scripted_rollout_trains_end_to_end(story, tmp_path, monkeypatch):
+    """The step-grpo export as parquet, TRL's chat-template step on it, and ``webgen-agent train`` on a
+    tiny model whose tokenizer is trained on the exported texts; the saved model loads."""
+    pytest.importorskip("torch", reason="the [train] extra is not installed")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM
+    from trl.data_utils import is_conversational, maybe_apply_chat_template
+    from typer.testing import CliRunner
+
+    from tests.tiny_lm import tiny_causal_lm
+    from webgen_agent.apps.cli.main import app
+
+    records = read_jsonl(story.exports["step-grpo"])
+    model = tiny_causal_lm(tmp_path / "tiny", [m["content"] for r in records for m in [*r["prompt"], *r["completion"]]])
+    steps = tmp_path / "steps.parquet"
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["export", "--format", "step-grpo", "--parquet", "--out", str(steps), "--db", str(story.db)]
+    )
+    assert result.exit_code == 0, result.output
+    rows = load_dataset("parquet", data_files=str(steps), split="train", cache_dir=str(tmp_path / "hf"))
+    assert len(rows) == len(records)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    for row in rows.select(range(3)):
+        assert is_conversational(row)
+        rendered = maybe_apply_chat_template(row, tokenizer)
+        assert rendered["completion"] == row["completion"][0]["content"] + "<|im_end|>\n"
+    out = tmp_path / "trained"
+    result = runner.invoke(
+        app,
+        ["train", "--data", str(steps), "--model", str(model), "--out", str(out), "--max-steps", "3",
+         "--max-length", "512", "--lr", "1e-3"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "training.json").read_text())["report"]
+    # the scripted server's ids are stand-ins that match no tokenizer: the chat template tokenises instead
+    assert report["sources"] == {"chat template": len(records)} and report["with_old_logprobs"] == 0
+    assert report["steps"] == 3 and report["truncated"] > 0
+    assert AutoModelForCausalLM.from_pretrained(out).config.num_hidden_layers == 2
 
 
 @e2e
@@ -483,8 +549,8 @@ def test_rewards_of_malformed_and_control_word_steps(tmp_path):
         assert record.advantage == pytest.approx((reward - mean) / (std + 1e-6))
         assert (record.group_size, record.group_trajectories) == (4, 2)
     assert records[2].screenshot_score == 4 and records[2].gui_score == 2  # credited with step 0's scores
-    assert [r.chosen for r in records] == [True, False, False, True]
-    assert records[2].prompt[-2] == ChatMessage(role="assistant", content=records[1].completion)
+    assert [r.final_site for r in records] == [True, False, False, True]
+    assert records[2].prompt[-2] == records[1].completion[0]
 
 
 def test_a_one_step_group_uses_mean_0_and_std_1(tmp_path):
@@ -513,7 +579,7 @@ def test_a_big_file_whose_first_records_lack_logprobs_still_loads(tmp_path, monk
     plain = [synthetic(store, f"p{n}", f"g{n}", [{"size": 8000}]) for n in range(1600)]  # ~13 MB
     with_logprobs = synthetic(store, "last", "g-last", [{"screenshot_score": 5}], logprobs=True)
     out = tmp_path / "mixed.jsonl"
-    assert write_jsonl(step_grpo_records([*plain, with_logprobs], BlobTexts(store)), out) == 1601
+    assert write_records(step_grpo_records([*plain, with_logprobs], BlobTexts(store)), out) == 1601
     assert out.stat().st_size > 11 << 20
     assert json.loads(out.open().readline())["trajectory_id"] == "last"
     dataset = load_dataset("json", data_files=str(out), split="train", cache_dir=str(tmp_path / "hf"))

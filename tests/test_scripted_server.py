@@ -215,6 +215,24 @@ def test_logprobs_one_entry_per_whitespace_token(server: ScriptedServer) -> None
     assert whitespace_tokens("  a b  ") == ["  a", " b  "]
 
 
+def test_token_ids_as_vllm_returns_them(server: ScriptedServer) -> None:
+    """``return_token_ids``: ``prompt_token_ids`` on the response, ``token_ids`` on the choice, one per
+    logprobs entry; stand-in ids that the same token always gets."""
+    reply = client(server).chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "say hello hello"}],
+        logprobs=True,
+        extra_body={"return_token_ids": True},
+    )
+    data = reply.model_dump()
+    ids = data["choices"][0]["token_ids"]
+    assert len(ids) == len(reply.choices[0].logprobs.content) == 5
+    prompt_ids = data["prompt_token_ids"]
+    assert len(prompt_ids) == 3 and prompt_ids[1] == prompt_ids[2] != prompt_ids[0]
+    plain = client(server).chat.completions.create(model="chat", messages=[{"role": "user", "content": "hello"}])
+    assert plain.model_dump().get("prompt_token_ids") is None and plain.choices[0].model_dump().get("token_ids") is None
+
+
 def test_models_and_health(server: ScriptedServer) -> None:
     models = client(server).models.list()
     assert "chat" in [m.id for m in models.data]

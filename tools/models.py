@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 import openai
 from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
@@ -64,6 +65,8 @@ class Completion(BaseModel):
         default=None, description="The messages really sent, when the conversation had to be condensed."
     )
     fallback: bool = Field(default=False, description="Answered by the role's fallback endpoint.")
+    prompt_token_ids: list[int] | None = Field(default=None, description="The prompt's token ids if returned.")
+    token_ids: list[int] | None = Field(default=None, description="The completion's token ids if returned.")
 
 
 class StructuredAnswer(BaseModel, Generic[T]):
@@ -121,8 +124,27 @@ def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpe
         kwargs["max_tokens"] = settings.max_tokens
     if settings.logprobs:
         kwargs["logprobs"] = True
+    if settings.token_ids:
+        # Only when asked: OpenAI's API rejects request fields it does not know.
+        kwargs["extra_body"] = {"return_token_ids": True}
     kwargs.update(overrides)
-    return ChatOpenAI(**kwargs)
+    return (TokenIdsChatOpenAI if settings.token_ids else ChatOpenAI)(**kwargs)
+
+
+class TokenIdsChatOpenAI(ChatOpenAI):
+    """ChatOpenAI that keeps the token ids vLLM returns for ``return_token_ids`` (``prompt_token_ids``
+    and each choice's ``token_ids``) in the message's response_metadata; langchain-openai drops
+    response fields it does not know."""
+
+    def _create_chat_result(
+        self, response: dict[str, Any] | openai.BaseModel, generation_info: dict[str, Any] | None = None
+    ) -> ChatResult:
+        result = super()._create_chat_result(response, generation_info)
+        data = response if isinstance(response, dict) else response.model_dump()
+        for generation, choice in zip(result.generations, data.get("choices") or []):
+            generation.message.response_metadata["prompt_token_ids"] = data.get("prompt_token_ids")
+            generation.message.response_metadata["token_ids"] = choice.get("token_ids")
+        return result
 
 
 def _usage(message: AIMessage) -> Usage:
@@ -224,6 +246,8 @@ async def complete(settings: ModelSettings, role: Role, messages: list[Message])
         logprobs=logprobs,
         sent=sent if sent != messages else None,
         fallback=endpoint.model != settings.model or endpoint.base_url != settings.base_url,
+        prompt_token_ids=reply.response_metadata.get("prompt_token_ids"),
+        token_ids=reply.response_metadata.get("token_ids"),
     )
 
 

@@ -71,6 +71,10 @@ def rollout(
         Path | None, typer.Option(help="Folder for the trajectories' outputs (default: ./webgen-runs/NAME).")
     ] = None,
     logprobs: Annotated[bool, typer.Option(help="Ask the coder endpoint for token logprobs (exported).")] = False,
+    token_ids: Annotated[
+        bool,
+        typer.Option(help="Also ask for token ids (vLLM's return_token_ids; exported). Not for OpenAI's API."),
+    ] = False,
     critic: Annotated[
         CriticMode | None, typer.Option(help="template (default) or llm (critiques are exported).")
     ] = None,
@@ -116,6 +120,7 @@ def rollout(
         temperature=temperature,
         top_p=top_p,
         logprobs=logprobs,
+        token_ids=token_ids,
     )
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
@@ -156,9 +161,9 @@ def rollout(
 @app.command()
 def export(
     export_format: Annotated[
-        ExportFormat, typer.Option("--format", help="step-grpo, sft, critic, rewards or webloop.")
+        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards or webloop.")
     ],
-    out: Annotated[Path, typer.Option(help="Output JSON-lines file.", dir_okay=False)],
+    out: Annotated[Path, typer.Option(help="Output file (JSON lines, or parquet with --parquet).", dir_okay=False)],
     groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,
     min_score: Annotated[
         float | None, typer.Option(help="sft: keep trajectories whose chosen step's reward is at least this.")
@@ -170,26 +175,51 @@ def export(
     critic_reward: Annotated[
         CriticReward, typer.Option(help="webloop: the Critic's reward, d (discriminability), h (helpfulness) or dh.")
     ] = "dh",
+    parquet: Annotated[bool, typer.Option(help="Write parquet instead of JSON lines.")] = False,
+    text: Annotated[
+        bool, typer.Option(help="step-grpo, critic: prompt and completion as strings rendered by --chat-template.")
+    ] = False,
+    chat_template: Annotated[
+        Path | None, typer.Option(help="--text: local tokenizer (Hugging Face directory) whose chat template renders.")
+    ] = None,
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Write trajectories as training data (formats in docs/exports.md)."""
+    from webgen_agent.apps.train.chat import ChatTemplateError, ChatTemplateRender
     from webgen_agent.checkpoints.export import export_trajectories
+    from webgen_agent.checkpoints.views import TEXT_FORMATS
+    from webgen_agent.checkpoints.writers import ChatRender
 
     db_path = resolve_db(db)
     if not db_path.exists():
         fail(f"no run database at {db_path}")
-    report = asyncio.run(
-        export_trajectories(
-            export_format,
-            out,
-            db_path=db_path,
-            groups=_split(groups) or None,
-            min_score=min_score,
-            include_unfinished=include_unfinished,
-            reward=reward,
-            critic_reward=critic_reward,
+    if text != (chat_template is not None):
+        fail("--text and --chat-template TOKENIZER go together")
+    render: ChatRender | None = None
+    if text:
+        if export_format not in TEXT_FORMATS:
+            fail(f"--text is for the {' and '.join(TEXT_FORMATS)} formats, not {export_format}")
+        try:
+            render = ChatTemplateRender(chat_template or Path())
+        except ChatTemplateError as exc:
+            fail(str(exc))
+    try:
+        report = asyncio.run(
+            export_trajectories(
+                export_format,
+                out,
+                db_path=db_path,
+                groups=_split(groups) or None,
+                min_score=min_score,
+                include_unfinished=include_unfinished,
+                reward=reward,
+                critic_reward=critic_reward,
+                parquet=parquet,
+                render=render,
+            )
         )
-    )
+    except ChatTemplateError as exc:  # a template that fails on some record
+        fail(str(exc))
     console.print(
         f"wrote {report.records} {export_format} records from {report.trajectories} trajectories "
         f"in {report.groups} groups to {report.path} ({report.seconds:.2f}s)"

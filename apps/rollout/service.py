@@ -105,10 +105,13 @@ def rollout_context(
     temperature: float = ROLLOUT_TEMPERATURE,
     top_p: float | None = ROLLOUT_TOP_P,
     logprobs: bool = False,
+    token_ids: bool = False,
 ) -> AgentContext:
     """The run context for rollouts: no backtracking or best-step selection (the trajectory as
     sampled is the training signal), a short step budget, and the coder sampled hot."""
-    coder = context.coder.model_copy(update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs})
+    coder = context.coder.model_copy(
+        update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
+    )
     return context.model_copy(update={"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False})
 
 

@@ -12,6 +12,7 @@ import json
 import math
 import re
 import threading
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -249,6 +250,15 @@ def token_logprobs(text: str, top: int) -> list[TokenLogprob]:
     return entries
 
 
+STAND_IN_VOCAB = 131_072
+
+
+def stand_in_token_ids(text: str) -> list[int]:
+    """Ids for vLLM's ``return_token_ids``, one per whitespace token (as the logprobs entries): crc32 of
+    the token mod STAND_IN_VOCAB. They belong to no real tokenizer; they carry the plumbing only."""
+    return [zlib.crc32(token.encode()) % STAND_IN_VOCAB for token in whitespace_tokens(text)]
+
+
 def completion_id(facts: RequestFacts, rule_index: int) -> str:
     return f"chatcmpl-{facts.digest[:20]}{rule_index:04d}"
 
@@ -273,12 +283,20 @@ def build_completion(reply: Reply, facts: RequestFacts, body: dict[str, Any], ru
         logprobs = ChoiceLogprobs(content=token_logprobs(reply.content or "", int(body.get("top_logprobs") or 0)))
     message = AssistantMessage(content=reply.content, refusal=reply.refusal, tool_calls=tool_calls or None)
     finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
+    with_ids = bool(body.get("return_token_ids"))
+    choice = Choice(
+        message=message,
+        finish_reason=finish,  # type: ignore[arg-type]
+        logprobs=logprobs,
+        token_ids=stand_in_token_ids(reply.content or "") if with_ids else None,
+    )
     return ChatCompletion(
         id=completion_id(facts, rule_index),
         created=CREATED,
         model=facts.model,
-        choices=[Choice(message=message, finish_reason=finish, logprobs=logprobs)],  # type: ignore[arg-type]
+        choices=[choice],
         usage=usage_for(facts, reply),
+        prompt_token_ids=stand_in_token_ids(facts.all_text) if with_ids else None,
     )
 
 

@@ -250,6 +250,7 @@ class Choice(BaseModel):
     message: AssistantMessage
     finish_reason: Literal["stop", "tool_calls", "length", "content_filter"]
     logprobs: ChoiceLogprobs | None = None
+    token_ids: list[int] | None = None  # vLLM's ``return_token_ids``: one id per sampled token
 
 
 class Usage(BaseModel):
@@ -266,6 +267,7 @@ class ChatCompletion(BaseModel):
     choices: list[Choice]
     usage: Usage
     system_fingerprint: str = "scripted"
+    prompt_token_ids: list[int] | None = None  # vLLM's ``return_token_ids``: the prompt's ids
 
 
 class ErrorDetail(BaseModel):

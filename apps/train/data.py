@@ -1,0 +1,93 @@
+"""Training records read from a step-grpo export (JSON lines or parquet); no torch here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class TrainDataError(ValueError):
+    """The data file cannot be trained on; the message names the file and the record."""
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class TrainRecord(BaseModel):
+    """The columns the trainer reads from a step-grpo record; other columns are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: list[Message] | str
+    completion: list[Message] | str
+    advantage: float
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = Field(default=None, description="Old-policy logprob per completion id.")
+
+    @model_validator(mode="after")
+    def _same_kind(self) -> TrainRecord:
+        if isinstance(self.prompt, str) != isinstance(self.completion, str):
+            raise ValueError("prompt and completion must both be message lists or both be strings")
+        if isinstance(self.completion, list) and not self.completion:
+            raise ValueError("completion is an empty message list")
+        return self
+
+    @property
+    def conversational(self) -> bool:
+        return not isinstance(self.prompt, str)
+
+    @property
+    def completion_content(self) -> str:
+        """The assistant's text (the completion string itself for text records)."""
+        if isinstance(self.completion, str):
+            return self.completion
+        return "".join(m.content for m in self.completion)
+
+
+def _rows(path: Path) -> Iterator[tuple[str, Any]]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(path)
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise TrainDataError(f"{path}: not a readable parquet file ({exc})") from exc
+        for index, row in enumerate(table.to_pylist()):
+            yield f"{path}: row {index + 1}", row
+        return
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                yield where, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TrainDataError(f"{where}: not JSON ({exc.msg})") from exc
+
+
+def read_records(path: str | Path) -> list[TrainRecord]:
+    """Every record of a step-grpo export; raises TrainDataError naming the first bad record."""
+    path = Path(path)
+    if not path.is_file():
+        raise TrainDataError(f"{path}: no such file")
+    records = []
+    for where, row in _rows(path):
+        try:
+            records.append(TrainRecord.model_validate(row))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "record"
+            raise TrainDataError(f"{where}: {field}: {first['msg']} (expected a step-grpo record)") from exc
+    if not records:
+        raise TrainDataError(f"{path}: no records")
+    return records
