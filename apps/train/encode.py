@@ -50,6 +50,8 @@ def exported_ids_match(record: TrainRecord, prompt_ids: list[int], tokenizer: Pr
     if max(ids) >= len(tokenizer) or min(ids) < 0:
         return False
     decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    if not isinstance(decoded, str):
+        return False
     content = record.completion_content
     return decoded == content if record.conversational else content.startswith(decoded)
 

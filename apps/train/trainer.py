@@ -100,7 +100,9 @@ def load_model(path: Path, dtype: torch.dtype, device: torch.device) -> Any:
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(_local_dir(path, "--model"), dtype=dtype, local_files_only=True)
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            _local_dir(path, "--model"), dtype=dtype, local_files_only=True
+        )
     except (OSError, ValueError) as exc:
         raise TrainDataError(f"{path}: not a causal language model ({str(exc).splitlines()[0]})") from exc
     return model.to(device)
