@@ -28,4 +28,10 @@ PYTHON="${PYTHON:-python3}"
 # machine's package index holds: any other build would download gigabytes.
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e '.[test,train]'
+# A real OpenAI-compatible server for tests/test_real_server.py (transformers serve), in a virtualenv
+# of its own: transformers' serving dependencies want click, huggingface-hub and opentelemetry
+# versions that browser-use's exact pins exclude. torch first and alone, as above.
+[ -x .venv-realserver/bin/python ] || "$PYTHON" -m venv .venv-realserver
+.venv-realserver/bin/python -m pip install -q torch==2.13.0
+.venv-realserver/bin/python -m pip install -q 'transformers[serving]>=5.24,<5.25' 'tokenizers>=0.22'
 echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

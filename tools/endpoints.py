@@ -253,7 +253,8 @@ async def wait_out(
     result: R | None = None
     for endpoint in [settings] if fallback is None else [settings, fallback]:
         if endpoint is fallback:
-            report(EndpointEvent(kind="fallback", role=role, model=endpoint.model, reason=trouble(result) or ""))  # type: ignore[arg-type]
+            reason = trouble(result) if result is not None else None
+            report(EndpointEvent(kind="fallback", role=role, model=endpoint.model, reason=reason or ""))
 
         def before_sleep(state: RetryCallState, endpoint: ModelSettings = endpoint) -> None:
             last = state.outcome.result() if state.outcome is not None else None
