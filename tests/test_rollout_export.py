@@ -175,7 +175,9 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
     try:
         with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
             command = rollout_command(base, story.db, server.base_url)
-            run_until_mid_way(story, command, env)
+            # The first run gives up on the coder's scripted HTTP 500s at once (no patience), so one
+            # trajectory fails; the rerun, with the default patience, waits them out and continues it.
+            run_until_mid_way(story, [*command, "--patience", "0"], env)
             story.before_kill = {r.run_id: r for r in RunIndex(story.db).list()}
             story.checkpoints_before = {run_id: checkpoint_count(story.db, run_id) for run_id in story.before_kill}
             story.finished_before = {
