@@ -14,7 +14,8 @@ from urllib.parse import urljoin, urlsplit
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
-from webgen_agent.tools.browser import PageCapture, SharedBrowser
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.capture import PageCapture
 
 PAGE_TEXT_CHARS = 1500
 

@@ -18,7 +18,8 @@ import pytest
 from PIL import Image
 from websockets.asyncio.client import connect
 
-from webgen_agent.tools.browser import PageCapture, SharedBrowser
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner

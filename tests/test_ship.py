@@ -19,7 +19,7 @@ from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.ship import ShipError, check_renders, pick_step
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.tools.browser import PageCapture
+from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.site import SiteRunner
 
 pytestmark = pytest.mark.e2e

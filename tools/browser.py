@@ -10,29 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
 
 from playwright.async_api import (
     Browser,
     BrowserContext,
-    ConsoleMessage,
     Page,
     Playwright,
-    Request,
-    Response,
     async_playwright,
 )
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import TimeoutError as PlaywrightTimeout
-from pydantic import BaseModel, ConfigDict, Field
 
-from webgen_agent.tools.origin import NAVIGATION, confine_to_origin, origin_of
+from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, capture_page
+from webgen_agent.tools.origin import NAVIGATION, confine_to_origin
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
 
 CHROMIUM_FLAGS = (
@@ -56,128 +50,11 @@ CHROMIUM_FLAGS = (
     # browser context here: a renderer (~60 MB) for nothing in a headless browser.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
+
+
 # Network counts as settled after this long without a request in flight. Requests a page makes
 # after load (effects fetching data, lazy chunks) start within a frame or two of the first render;
 # a request in flight holds the capture however long it takes (up to the capture's cap).
-_QUIET_S = 0.2
-_MAX_TEXT = 4000
-_MAX_ITEMS = 20
-_MAX_MODULES = 2000
-_CACHE_BUST = re.compile(r"\?(?:t|v)=[0-9a-f]+")  # vite's ?t=<timestamp> / ?v=<hash> module query
-
-# Reads the Vite error overlay (a custom element whose message lives in its shadow DOM).
-_OVERLAY_JS = """() => {
-  const el = document.querySelector('vite-error-overlay');
-  if (!el) return null;
-  const root = el.shadowRoot;
-  if (!root) return (el.textContent || '').trim() || 'Vite error overlay shown';
-  const pick = (sel) => { const n = root.querySelector(sel); return n ? (n.textContent || '').trim() : ''; };
-  const parts = [pick('.message'), pick('.file'), pick('.frame')].filter(Boolean);
-  return parts.length ? parts.join('\\n') : ((root.textContent || '').trim() || 'Vite error overlay shown');
-}"""
-
-# Visible content: text, or a visible image/canvas/svg/video/iframe with a non-zero size.
-_CONTENT_JS = """() => {
-  const body = document.body;
-  if (!body || body.children.length === 0 && !(body.innerText || '').trim()) return {blank: true, text: ''};
-  const text = (body.innerText || '').trim();
-  const visible = (el) => {
-    const r = el.getBoundingClientRect();
-    if (r.width <= 0 || r.height <= 0) return false;
-    const s = getComputedStyle(el);
-    return s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity || '1') > 0;
-  };
-  const media = Array.from(document.querySelectorAll('img, canvas, svg, video, iframe, picture, object, embed'));
-  return {blank: !text && !media.some(visible), text};
-}"""
-
-# Where the page links to (absolute URLs, document order), for multi-page capture.
-_LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]'), a => a.href).slice(0, 200)"
-
-_SETTLE_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
-
-
-class PageCapture(BaseModel):
-    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")  # png survives JSON
-
-    url: str
-    status: int | None = Field(default=None, description="HTTP status of the main document.")
-    title: str = ""
-    png: bytes = b""
-    visible_text: str = ""
-    page_errors: list[str] = Field(default_factory=list, description="Uncaught exceptions in the page.")
-    console_errors: list[str] = Field(default_factory=list)
-    failed_requests: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
-    module_paths: list[str] = Field(
-        default_factory=list,
-        description="Same-origin scripts/styles that loaded: URL path and query, vite's ?t= dropped.",
-    )
-    failed_module_paths: list[str] = Field(default_factory=list, description="Same-origin scripts/styles that failed.")
-    overlay: str | None = Field(default=None, description="Text of the Vite error overlay, when shown.")
-    blocked_requests: list[str] = Field(
-        default_factory=list, description="Requests to other origins (other hosts, ports, file://) that were refused."
-    )
-    left_site: str | None = Field(
-        default=None, description="Where the page tried to go when it left the site's origin."
-    )
-    closed: bool = Field(default=False, description="The page closed itself (window.close).")
-    links: list[str] = Field(default_factory=list, description="Absolute URLs of the page's links, in document order.")
-    blank: bool = False
-    load_error: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def render_error(self) -> str | None:
-        """What the coder must fix for the page to render, or None when it rendered fine.
-
-        Console errors and failed requests alone do not count (React warnings use console.error);
-        they are added as context when something else is wrong.
-        """
-        problems: list[str] = []
-        if self.closed:
-            problems.append("The page closed its own window (window.close()) while it was being captured.")
-        if self.left_site:
-            problems.append(
-                f"The page navigated away from the site to {self.left_site[:300]}; only the site's own origin "
-                "may be loaded (other hosts, ports and file:// are blocked)."
-            )
-        if self.load_error:
-            problems.append(self.load_error)
-        if self.status is not None and self.status >= 400:
-            problems.append(f"The page answered HTTP {self.status}.")
-        if self.overlay:
-            problems.append(f"Vite shows a build error:\n{self.overlay[:2000]}")
-        if self.page_errors:
-            shown = "\n".join(f"- {e[:600]}" for e in self.page_errors[:3])
-            problems.append(f"Uncaught errors in the page:\n{shown}")
-        if self.blank and not self.overlay:
-            problems.append("The page rendered nothing visible (blank page: no text, images or graphics).")
-        if not problems:
-            return None
-        if self.failed_requests:
-            problems.append("Failed requests:\n" + "\n".join(f"- {r}" for r in self.failed_requests[:5]))
-        if self.blocked_requests:
-            problems.append(
-                "Blocked requests to other origins:\n" + "\n".join(f"- {r}" for r in self.blocked_requests[:5])
-            )
-        if self.console_errors:
-            problems.append("Console errors:\n" + "\n".join(f"- {e[:300]}" for e in self.console_errors[:5]))
-        return "\n".join(problems)
-
-
-def _same_origin(url: str, origin: str) -> bool:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" == origin
-
-
-def module_path(url: str) -> str:
-    """``/src/App.jsx?t=123`` -> ``/src/App.jsx``: the path a dev server knows a module by (vite's
-    HMR timestamp query dropped, other queries such as ``?import`` kept)."""
-    parts = urlsplit(url)
-    query = "&".join(q for q in parts.query.split("&") if q and not q.startswith("t="))
-    return parts.path + (f"?{query}" if query else "")
-
-
 class SharedBrowser:
     """One headless Chromium per process that captures and GUI agents share; restarts if it died.
 
@@ -382,8 +259,8 @@ class SharedBrowser:
         context, page = await self._fresh_page(viewport)
         try:
             blocked = await confine_to_origin(context, page, url)
-            capture = await _capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
-            capture.blocked_requests = blocked[:_MAX_ITEMS]
+            capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
+            capture.blocked_requests = blocked[:MAX_ITEMS]
             navigations = [b.removeprefix(NAVIGATION) for b in blocked if b.startswith(NAVIGATION)]
             if navigations and capture.left_site is not None:
                 capture.left_site = navigations[0]
@@ -393,111 +270,3 @@ class SharedBrowser:
         capture.seconds = round(time.monotonic() - started, 3)
         self._prepare_spare(viewport)
         return capture
-
-
-async def _capture_page(page: Page, url: str, *, nav_timeout: float, reserve: float) -> PageCapture:
-    parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.netloc}"
-    result = PageCapture(url=url)
-    inflight: set[Request] = set()
-    last_activity = [time.monotonic()]
-
-    def on_request(request: Request) -> None:
-        inflight.add(request)
-        last_activity[0] = time.monotonic()
-
-    def on_done(request: Request) -> None:
-        inflight.discard(request)
-        last_activity[0] = time.monotonic()
-
-    def on_failed(request: Request) -> None:
-        on_done(request)
-        if request.resource_type in ("script", "stylesheet") and _same_origin(request.url, origin):
-            note_failed(request.url, request.failure or "failed")
-            note_module(request.url, ok=False)
-
-    def note_module(url: str, *, ok: bool) -> None:
-        paths = result.module_paths if ok else result.failed_module_paths
-        if module_path(url) not in paths and len(paths) < _MAX_MODULES:
-            paths.append(module_path(url))
-
-    def note_failed(url: str, why: str) -> None:
-        # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
-        if len(result.failed_requests) < _MAX_ITEMS and not any(
-            r.startswith(url + " (") for r in result.failed_requests
-        ):
-            result.failed_requests.append(f"{url} ({why})")
-
-    def on_response(response: Response) -> None:
-        request = response.request
-        if request.is_navigation_request() and request.frame == page.main_frame:
-            result.status = response.status
-        elif request.resource_type in ("script", "stylesheet") and _same_origin(response.url, origin):
-            note_module(response.url, ok=response.status < 400)
-            if response.status >= 400:
-                note_failed(response.url, f"HTTP {response.status}")
-
-    def on_page_error(error: PlaywrightError) -> None:
-        text = f"{error.name}: {error.message}" if error.name else error.message
-        # The app's own frames say where to look; library internals (react-dom) are noise.
-        frames = [line.strip() for line in (error.stack or "").split("\n")[1:] if line.strip().startswith("at ")]
-        own = [f for f in frames if "/node_modules/" not in f] or frames[:1]
-        entry = "\n".join([text, *(_CACHE_BUST.sub("", f) for f in own[:3])])
-        # React rethrows a render error several times; the same error once is enough.
-        if len(result.page_errors) < _MAX_ITEMS and entry not in result.page_errors:
-            result.page_errors.append(entry)
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and len(result.console_errors) < _MAX_ITEMS:
-            result.console_errors.append(message.text[:1000])
-
-    page.on("request", on_request)
-    page.on("requestfinished", on_done)
-    page.on("requestfailed", on_failed)
-    page.on("response", on_response)
-    page.on("pageerror", on_page_error)
-    page.on("console", on_console)
-
-    deadline = time.monotonic() + nav_timeout
-    try:
-        response = await page.goto(url, wait_until="load", timeout=nav_timeout * 1000)
-        if response is not None:
-            result.status = response.status
-        # Network quiet: nothing in flight for _QUIET_S (module graphs, lazy chunks, fonts), capped.
-        while time.monotonic() < deadline:
-            now = time.monotonic()
-            if not inflight and now - last_activity[0] >= _QUIET_S:
-                break
-            await asyncio.sleep(0.05)
-        # Two animation frames: React and friends commit their first render after the load event.
-        with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-            await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
-    except PlaywrightError as exc:
-        if isinstance(exc, PlaywrightTimeout):
-            result.load_error = f"The page did not finish loading in {nav_timeout:g} s (a request or script hangs)."
-        else:
-            result.load_error = f"The page could not be loaded: {str(exc).splitlines()[0][:500]}"
-
-    if page.is_closed():
-        result.closed = True
-        return result
-    if origin_of(page.url) != origin:
-        result.left_site = page.url
-    # What can be read now, each bounded so a hung page cannot hold the capture past the budget.
-    step_timeout = max(1.0, reserve)
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.overlay = await asyncio.wait_for(page.evaluate(_OVERLAY_JS), step_timeout)
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        content = await asyncio.wait_for(page.evaluate(_CONTENT_JS), step_timeout)
-        result.visible_text = str(content.get("text") or "")[:_MAX_TEXT]
-        result.blank = bool(content.get("blank"))
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        links = await asyncio.wait_for(page.evaluate(_LINKS_JS), step_timeout)
-        result.links = [str(link) for link in links if isinstance(link, str)]
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.png = await page.screenshot(
-            type="png", full_page=False, animations="disabled", timeout=step_timeout * 1000
-        )
-    return result
