@@ -15,12 +15,20 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -33,6 +41,8 @@ _CHAIN = "__webgen_chain__"  # {_CHAIN: hash}: a list as a chain of (previous li
 _ZLIB = "zlib+"  # type prefix of a compressed row
 _INLINE_MAX = 256  # serialized bytes kept inside the checkpoint row
 _CACHE_SIZE = 4096
+# Set while the saver reads rows on the event loop: loads_typed then leaves blob references unread.
+_DEFERRED: ContextVar[bool] = ContextVar("webgen_serde_deferred", default=False)
 
 
 class ContentAddressedSerde(SerializerProtocol):
@@ -64,10 +74,26 @@ class ContentAddressedSerde(SerializerProtocol):
         if type_.startswith(_ZLIB):
             data = (type_[len(_ZLIB) :], zlib.decompress(payload))
         obj = self.inner.loads_typed(data)
+        if _DEFERRED.get():
+            return obj  # blob references stay; ``resolve`` reads them in a worker thread
         if _is_checkpoint(obj):
             obj["channel_values"] = {k: self._unpack(v) for k, v in obj["channel_values"].items()}
             return obj
         return self._unpack(obj)
+
+    # -- the blob I/O of a checkpoint, done off the event loop by ``AtomicWritesSaver`` -----------
+    def prepack(self, checkpoint: Any) -> Any:
+        """The checkpoint with its big values already in the store (packing a packed value is a no-op)."""
+        return {**checkpoint, "channel_values": {k: self._pack(v) for k, v in checkpoint["channel_values"].items()}}
+
+    def resolve(self, found: CheckpointTuple) -> CheckpointTuple:
+        """A tuple read while ``deferred``, with its blob references replaced by their values."""
+        checkpoint = {
+            **found.checkpoint,
+            "channel_values": {k: self._unpack(v) for k, v in found.checkpoint["channel_values"].items()},
+        }
+        writes = [(task, channel, self._unpack(value)) for task, channel, value in found.pending_writes or []]
+        return found._replace(checkpoint=cast(Checkpoint, checkpoint), pending_writes=writes)
 
     # -- packing -------------------------------------------------------------------------------
     def _put(self, typed: tuple[str, bytes]) -> str:
@@ -138,7 +164,9 @@ def _is_checkpoint(obj: Any) -> bool:
 
 
 class AtomicWritesSaver(AsyncSqliteSaver):
-    """AsyncSqliteSaver whose pending writes of one task are stored all or none.
+    """AsyncSqliteSaver whose pending writes of one task are stored all or none, and whose blob-store
+    I/O (the content-addressed serializer's SQLite reads and writes) runs in a worker thread, never on
+    the event loop that the LangGraph server shares between runs.
 
     On the autocommit connection below, the stock ``executemany`` commits row by row. A process
     killed in between leaves part of a task's writes; on resume LangGraph takes the task as done
@@ -146,6 +174,48 @@ class AtomicWritesSaver(AsyncSqliteSaver):
     so the resumed run silently ends with no steps). One multi-row INSERT is one statement, so one
     transaction, and still holds no transaction open across an await.
     """
+
+    @property
+    def _content(self) -> ContentAddressedSerde:
+        assert isinstance(self.serde, ContentAddressedSerde)
+        return self.serde
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        packed = await asyncio.to_thread(self._content.prepack, checkpoint)
+        return await super().aput(config, packed, metadata, new_versions)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        token = _DEFERRED.set(True)
+        try:
+            found = await super().aget_tuple(config)
+        finally:
+            _DEFERRED.reset(token)
+        return None if found is None else await asyncio.to_thread(self._content.resolve, found)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        rows = super().alist(config, filter=filter, before=before, limit=limit)
+        while True:
+            token = _DEFERRED.set(True)
+            try:
+                found = await anext(rows)
+            except StopAsyncIteration:
+                return
+            finally:
+                _DEFERRED.reset(token)
+            yield await asyncio.to_thread(self._content.resolve, found)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
@@ -155,18 +225,23 @@ class AtomicWritesSaver(AsyncSqliteSaver):
         # Special channels (errors, interrupts) replace their earlier write, as the stock saver does.
         verb = "INSERT OR REPLACE" if all(channel in WRITES_IDX_MAP for channel, _ in writes) else "INSERT OR IGNORE"
         where = config["configurable"]
-        values: list[Any] = []
-        for idx, (channel, value) in enumerate(writes):
-            values += [
-                str(where["thread_id"]),
-                str(where["checkpoint_ns"]),
-                str(where["checkpoint_id"]),
-                task_id,
-                task_path,
-                WRITES_IDX_MAP.get(channel, idx),
-                channel,
-                *self.serde.dumps_typed(value),
-            ]
+
+        def rows_values() -> list[Any]:
+            values: list[Any] = []
+            for idx, (channel, value) in enumerate(writes):
+                values += [
+                    str(where["thread_id"]),
+                    str(where["checkpoint_ns"]),
+                    str(where["checkpoint_id"]),
+                    task_id,
+                    task_path,
+                    WRITES_IDX_MAP.get(channel, idx),
+                    channel,
+                    *self.serde.dumps_typed(value),
+                ]
+            return values
+
+        values = await asyncio.to_thread(rows_values)
         rows = ",".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(writes))
         await self.setup()
         async with self.lock:

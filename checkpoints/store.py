@@ -253,6 +253,9 @@ class BlobStore:
     async def amaterialize(self, digest: str | None, dest: Path) -> None:
         await asyncio.to_thread(self.materialize, digest, dest)
 
+    async def amanifest(self, digest: str) -> dict[str, str]:
+        return await asyncio.to_thread(self.manifest, digest)
+
 
 class _BlobCache:
     """Least-recently-used blob contents, bounded by total bytes (not thread-safe: the store locks)."""

@@ -78,7 +78,8 @@ async def run_resources(db_path: Database, context: AgentContext) -> AsyncIterat
     if existing is not None:
         yield existing
         return
-    async with use_resources(Resources(db_path, chromium=context.chromium)) as resources:
+    fresh = await asyncio.to_thread(Resources, db_path, chromium=context.chromium)  # opens the database
+    async with use_resources(fresh) as resources:
         yield resources
 
 
@@ -116,7 +117,9 @@ async def _drive(
             runs.update(record.run_id, status=status, error=str(exc)[:2000])
             raise
         state = (await graph.aget_state(config)).values
-        summary = write_run_outputs(Path(record.out_dir), state, resources.store, warnings=warnings)
+        summary = await asyncio.to_thread(
+            write_run_outputs, Path(record.out_dir), state, resources.store, warnings=warnings
+        )
     best = [s for s in summary.steps if s.index == summary.chosen_step]
     await runs.aupdate(
         record.run_id,
@@ -164,7 +167,7 @@ async def run_requirement(
         out_dir=str(out.resolve()),
         settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
     )
-    if RunIndex(db_path).get(run_id) is not None:
+    if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is not None:
         raise ValueError(f"run {run_id} already exists; resume it or choose another --run-id")
     graph_input: InputState = {
         "requirement": requirement,

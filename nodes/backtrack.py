@@ -42,12 +42,12 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
             "_message": "restart from the requirement",
         }
     conversation: list[ChatRef] = [
-        *blobs.get_json(target["prompt"]),
+        *await blobs.aget_json(target["prompt"]),
         {"role": "assistant", "hash": target["completion"]},
     ]
     if selection == "upstream":
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
-        feedback = target.get("feedback") or blobs.put_text(upstream_step_feedback(state, target))
+        feedback = target.get("feedback") or await blobs.aput_text(upstream_step_feedback(state, target))
     else:
         note = prompts.BACKTRACK_NOTE.format(
             count=count,
@@ -56,7 +56,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
             gui=target["gui_score"],
         )
         results, focus = results_text(target, None)
-        feedback = blobs.put_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
+        feedback = await blobs.aput_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
     return {
         "messages": conversation,
         "files": step_files(target, state["steps"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Literal
 
@@ -15,13 +16,14 @@ from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import complete
 
 
-def load_messages(refs: list[ChatRef]) -> list[dict[str, str]]:
+async def load_messages(refs: list[ChatRef]) -> list[dict[str, str]]:
     blobs = store()
-    return [{"role": ref["role"], "content": blobs.get_text(ref["hash"])} for ref in refs]
+    texts = await asyncio.to_thread(lambda: [blobs.get_text(ref["hash"]) for ref in refs])
+    return [{"role": ref["role"], "content": text} for ref, text in zip(refs, texts, strict=True)]
 
 
-def chat_ref(role: Literal["system", "user", "assistant"], text: str) -> ChatRef:
-    return {"role": role, "hash": store().put_text(text)}
+async def chat_ref(role: Literal["system", "user", "assistant"], text: str) -> ChatRef:
+    return {"role": role, "hash": await store().aput_text(text)}
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -41,11 +43,11 @@ async def coder_turn(
     parent: int | None,
 ) -> Update:
     """Ask the coder with ``conversation`` and record the reply as a new step."""
-    completion = await complete(runtime.context.coder, "coder", load_messages(conversation))
+    completion = await complete(runtime.context.coder, "coder", await load_messages(conversation))
     if completion.sent is not None:
         # The endpoint found the conversation too long and it was condensed (tools.condense): the
         # step records what the coder really saw, and the run goes on from there.
-        conversation = [chat_ref(m["role"], m["content"]) for m in completion.sent]
+        conversation = [await chat_ref(m["role"], m["content"]) for m in completion.sent]
     rules = rules_for(runtime.context.profile)
     text, replaced = _valid_text(completion.text)
     parsed = parse_reply(text, rules.replies)
@@ -66,7 +68,7 @@ async def coder_turn(
         if premature and rules.replies == "default":
             action = "malformed"
             problems.append(f"There is no website yet, so '{parsed.kind}' is premature: write the project first.")
-    answer = chat_ref("assistant", text)
+    answer = await chat_ref("assistant", text)
     step: Step = {
         "index": index,
         "role": node_name,
@@ -74,7 +76,7 @@ async def coder_turn(
         "parent": parent,
         "tests_step": tests_step,
         "prompt_len": len(conversation),
-        "prompt": store().put_json(conversation),
+        "prompt": await store().aput_json(conversation),
         "completion": answer["hash"],
         "summary": parsed.summary() if action == parsed.kind else action,
         "format_ok": parsed.format_ok and action != "malformed",
@@ -96,9 +98,9 @@ async def coder_turn(
         step["gui_score"] = tested["gui_score"]
         step["errored"] = action == "finish" and tested["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
     if completion.logprobs is not None:
-        step["logprobs"] = store().put_json(completion.logprobs)
+        step["logprobs"] = await store().aput_json(completion.logprobs)
     if completion.token_ids is not None or completion.prompt_token_ids is not None:
-        step["token_ids"] = store().put_json(
+        step["token_ids"] = await store().aput_json(
             {"prompt": completion.prompt_token_ids, "completion": completion.token_ids}
         )
     update: Update = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
@@ -10,10 +11,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import AgentState, Step, StepUpdate
-from webgen_agent.nodes.resources import get_resources
+from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen
 from webgen_agent.tools.models import Usage
 
@@ -28,15 +30,18 @@ def workspace_dir(state: AgentState) -> Path:
 WORKSPACE_MARKER = ".webgen-manifest"  # which snapshot the workspace on disk holds
 
 
-def prepared_workspace(state: AgentState) -> Path:
+async def prepared_workspace(state: AgentState) -> Path:
     """The run's workspace, made to hold exactly the snapshot the state names.
 
     After a backtrack, a resume (the dead process may have written half a step) or a fork (a new
-    folder), the files on disk differ from the state; they are restored from the store.
+    folder), the files on disk differ from the state; they are restored from the store (in a
+    worker thread: file and SQLite I/O never run on the event loop).
     """
-    workspace = workspace_dir(state)
+    return await asyncio.to_thread(_prepare_workspace, workspace_dir(state), state.get("files") or "")
+
+
+def _prepare_workspace(workspace: Path, files: str) -> Path:
     workspace.mkdir(parents=True, exist_ok=True)
-    files = state.get("files") or ""
     marker = workspace / WORKSPACE_MARKER
     if not (marker.exists() and marker.read_text() == files):
         get_resources().store.materialize(files or None, workspace)
@@ -100,6 +105,7 @@ def node(fn: NodeFn) -> NodeFn:
     @functools.wraps(fn)
     async def run(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         step_index = state.get("current")
+        await resources_ready()  # the process's default set is created off the event loop
         _emit(runtime, ProgressEvent(node=name, step=step_index, phase="start"))
         started = time.monotonic()
         endpoint_log = _EndpointLog(runtime, name, step_index)
@@ -146,6 +152,6 @@ def _last(patches: list[StepUpdate], key: str) -> Any:
     return None
 
 
-def store():
-    """The blob store of the bound resources."""
+def store() -> BlobStore:
+    """The blob store of the bound resources (from async code, call its ``a*`` methods)."""
     return get_resources().store

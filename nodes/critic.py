@@ -28,19 +28,19 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     patch: StepUpdate = {"index": step["index"]}
     if runtime.context.critic == "llm" and step["action"] != "malformed":
         messages = [{"role": "user", "content": prompts.critic_llm_user(state["requirement"], results)}]
-        patch["critic_prompt"] = store().put_json(messages)  # exported with the critique as training data
+        patch["critic_prompt"] = await store().aput_json(messages)  # exported with the critique as training data
         answer = await ask_structured(runtime.context.feedback, "feedback", messages, Critique)
         patch["tokens"] = {"critic": usage_record(answer.usage)}
         if answer.value is not None:
-            patch["critique"] = store().put_json(answer.value.model_dump())
+            patch["critique"] = await store().aput_json(answer.value.model_dump())
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
     if rules_for(runtime.context.profile).feedback == "upstream":
         text = upstream_step_feedback(state, step)
         if patch.get("critique"):
-            text = f"{text}\n\n{format_critique(Critique.model_validate(store().get_json(patch['critique'])))}"
+            text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"
     else:
         text = template_feedback(state["requirement"], results, focus)
-    feedback = store().put_text(text)
+    feedback = await store().aput_text(text)
     patch["feedback"] = feedback
     return {"feedback": feedback, "steps": [patch], "_message": focus}

@@ -6,6 +6,7 @@ overlay, a blank page) and come back as text for the coder, never as exceptions.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -106,25 +107,32 @@ def structure_failure(scaffold: Scaffold, problems: list[str]) -> Execution:
     }
 
 
+def _record_workspace(blobs: BlobStore, workspace: Path) -> tuple[str, dict[str, str]]:
+    """Snapshot the workspace into the store and mark it as holding that snapshot: (hash, manifest)."""
+    files = blobs.snapshot(workspace)
+    (workspace / WORKSPACE_MARKER).write_text(files)
+    return files, blobs.manifest(files)
+
+
 @node
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     context = runtime.context
     resources = get_resources()
     blobs = resources.store
     step = current_step(state)
-    parsed = parse_reply(blobs.get_text(step["completion"]), rules_for(context.profile).replies)
+    parsed = parse_reply(await blobs.aget_text(step["completion"]), rules_for(context.profile).replies)
     files_before = state.get("files")
-    before = blobs.manifest(files_before) if files_before else {}
+    before = await blobs.amanifest(files_before) if files_before else {}
     site = resources.site(workspace_dir(state), context)
-    disk_before = files_on_disk(blobs, workspace_dir(state))
+    disk_before = await asyncio.to_thread(files_on_disk, blobs, workspace_dir(state))
     # What a kept dev server serves before anything is written: afterwards it must serve these anew.
     touched = {_relative(f.path) for f in parsed.files} | _diff(disk_before, before)
     served_before = await site.served_modules(touched)
-    workspace = prepared_workspace(state)
+    workspace = await prepared_workspace(state)
 
     scaffold = load_scaffold(context.scaffold) if context.scaffold else None
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
-    applied = apply_files(workspace, [f for f in parsed.files if f.path not in refusals])
+    applied = await asyncio.to_thread(apply_files, workspace, [f for f in parsed.files if f.path not in refusals])
     problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
     for command in parsed.shell:
         if not context.allow_shell:
@@ -141,9 +149,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if too_big := site.size_problem():
             problems.append(too_big)
 
-    files = blobs.snapshot(workspace)
-    (workspace / WORKSPACE_MARKER).write_text(files)
-    after = blobs.manifest(files)
+    files, after = await asyncio.to_thread(_record_workspace, blobs, workspace)
     changed = sorted(_diff(before, after))
     structure = scaffold.check(workspace) if scaffold else []
     if scaffold is not None and structure:  # checked before anything is installed or started
@@ -190,8 +196,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         execution["capture_s"] = capture.seconds
         site.note_page(capture.module_paths, capture.failed_module_paths)
         if capture.png:
-            patch["screenshot"] = blobs.put(capture.png)
-        patch["page"] = blobs.put_json(
+            patch["screenshot"] = await blobs.aput(capture.png)
+        patch["page"] = await blobs.aput_json(
             {
                 "title": capture.title,
                 "visible_text": capture.visible_text,
@@ -220,7 +226,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
             "server": server_log_since(site.server, log_mark),
         }
-        execution["logs"] = blobs.put_json(logs)
+        execution["logs"] = await blobs.aput_json(logs)
         execution["install_error"] = "error" in logs["install"].lower()
         execution["start_error"] = "error" in logs["server"].lower()
         if patch.get("screenshot"):

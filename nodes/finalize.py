@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from langgraph.runtime import Runtime
@@ -30,7 +31,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     site_dir = out_dir / "site"
     await resources.stop_site(workspace_dir(state))
     if chosen is not None:
-        resources.store.materialize(step_files(chosen, steps), site_dir)
+        await resources.store.amaterialize(step_files(chosen, steps), site_dir)
     update: Update = {
         "status": "finished",
         "chosen_step": chosen["index"] if chosen else None,
@@ -44,8 +45,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             }
         ],
     }
-    write_run_outputs(
-        out_dir, {**state, **update, "events": [*state.get("events", []), *update["events"]]}, resources.store
-    )
+    final = {**state, **update, "events": [*state.get("events", []), *update["events"]]}
+    await asyncio.to_thread(write_run_outputs, out_dir, final, resources.store)
     update["_message"] = f"chose step {update['chosen_step']}"
     return update

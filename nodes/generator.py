@@ -60,8 +60,8 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     files, note = scaffold_start(runtime.context)
     request = rules.first_user(state["requirement"])
     conversation = [
-        chat_ref("system", rules.coder_system),
-        chat_ref("user", f"{request}\n\n{note}" if note else request),
+        await chat_ref("system", rules.coder_system),
+        await chat_ref("user", f"{request}\n\n{note}" if note else request),
     ]
     get_resources().warm_browser(runtime.context)  # ready by the first capture
     warm_gui_agent()

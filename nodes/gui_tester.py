@@ -7,6 +7,8 @@ test (for a ``screenshot_validated`` turn, the edit step before it).
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
@@ -48,7 +50,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         instruction, usage = await write_test_instruction(context, state["requirement"])
         update["test_instruction"] = instruction
 
-    site = resources.site(prepared_workspace(state), context)
+    site = resources.site(await prepared_workspace(state), context)
     served = await site.ensure_running(None)  # restarts a server that died since the edit step
     if not served.ok or not served.url:
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
@@ -57,6 +59,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
         cdp_url = (await browser.start()).ws_url  # runs share this Chromium; each agent sees a context of its own
         url = served.url
+        chromium = await asyncio.to_thread(find_chromium, context.chromium)
 
         async def gui_run(vlm: ModelSettings) -> GuiRun:
             nonlocal prepared
@@ -68,7 +71,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
                 max_tokens=vlm.max_tokens,
                 max_actions=context.gui_max_actions,
                 timeout_s=context.gui_timeout_s,
-                chromium_path=find_chromium(context.chromium),
+                chromium_path=chromium,
                 cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
             )
@@ -84,7 +87,11 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     if rules_for(context.profile).judging == "upstream":
         upstream = await upstream_gui_result(context, instruction, run)
-        update.update(upstream_update(state, step, target, upstream, _run_record(instruction, run), usage))
+        update.update(
+            upstream_update(
+                state, step, target, upstream, await asyncio.to_thread(_run_record, instruction, run), usage
+            )
+        )
         return update
     answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)
     usage = usage + answer.usage
@@ -97,7 +104,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         "gui_score": score,
         "gui_passed": passed,
         "gui_suggestions": suggestions,
-        "gui_run": _run_record(instruction, run),
+        "gui_run": await asyncio.to_thread(_run_record, instruction, run),
     }
     patches: list[StepUpdate] = [results]
     own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}

@@ -4,13 +4,16 @@ They cannot travel in state or in the JSON context, so a host binds them for the
 runs with ``use_resources``; nodes read them with ``get_resources()``. LangGraph copies the
 caller's contextvars into node tasks, so concurrent runs in one process may each bind their own.
 When nothing is bound (the LangGraph dev server / Studio), one set per process is created from the
-environment on first use and closed at interpreter exit.
+environment on first use and closed by the server's shutdown (``close_default_resources``, from
+the lifespan in ``graph/studio.py``), else at interpreter exit; a watchdog process kills what is
+left if the process dies without either (kill -9).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -63,7 +66,8 @@ class Resources:
     async def browser(self, context: AgentContext) -> SharedBrowser:
         async with self._browser_lock:
             if self._browser is None:
-                self._browser = SharedBrowser(find_chromium(context.chromium or self.chromium), registry=self.registry)
+                chromium = await asyncio.to_thread(find_chromium, context.chromium or self.chromium)
+                self._browser = SharedBrowser(chromium, registry=self.registry)
                 await self._browser.start()
             return self._browser
 
@@ -140,8 +144,8 @@ class Resources:
         if self._browser is not None:
             await self._browser.close()
             self._browser = None
-        self.registry.kill_all()
-        self.store.close()
+        await asyncio.to_thread(self.registry.kill_all)
+        await asyncio.to_thread(self.store.close)
 
 
 async def _opened(task: asyncio.Task[GuiSession]) -> GuiSession | None:
@@ -154,6 +158,7 @@ async def _opened(task: asyncio.Task[GuiSession]) -> GuiSession | None:
 
 _bound: ContextVar[Resources | None] = ContextVar("webgen_resources", default=None)
 _process_default: Resources | None = None
+_default_lock = threading.Lock()
 
 
 @contextlib.asynccontextmanager
@@ -184,11 +189,28 @@ def bound_resources() -> Resources | None:
 
 
 def get_resources() -> Resources:
+    """The bound resources, else the process's default set (created from the environment on first use)."""
     global _process_default
     bound = _bound.get()
     if bound is not None:
         return bound
-    if _process_default is None:
-        settings = Settings()
-        _process_default = Resources(settings.db, chromium=settings.chromium)
-    return _process_default
+    with _default_lock:
+        if _process_default is None:
+            settings = Settings()
+            _process_default = Resources(settings.db, chromium=settings.chromium)
+        return _process_default
+
+
+async def resources_ready() -> Resources:
+    """``get_resources()`` from async code: creating the default set opens a database, so off the loop."""
+    ready = _bound.get() or _process_default
+    return ready if ready is not None else await asyncio.to_thread(get_resources)
+
+
+async def close_default_resources() -> None:
+    """Close the process's default set, if one was created (the LangGraph server's shutdown calls this)."""
+    global _process_default
+    with _default_lock:
+        resources, _process_default = _process_default, None
+    if resources is not None:
+        await resources.close()

@@ -93,7 +93,7 @@ def screenshot_only_messages(text: str, png: bytes) -> list[dict]:
 async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     """Description (with any visible error) and a 0-5 grade, from the screenshot alone."""
     step = current_step(state)
-    png = store().get(step["screenshot"])
+    png = await store().aget(step["screenshot"] or "")  # the router sends only captured steps here
     vlm = runtime.context.vlm
     described, graded = await asyncio.gather(
         ask_structured(
@@ -136,10 +136,9 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
         return await upstream_judgement(state, runtime)
     step = current_step(state)
     blobs = store()
-    page = blobs.get_json(step["page"]) if step.get("page") else {}
-    messages = judge_messages(
-        state["requirement"], blobs.get(step["screenshot"]), page.get("visible_text", ""), other_page_shots(step)
-    )
+    page = await blobs.aget_json(step["page"] or "") if step.get("page") else {}
+    png = await blobs.aget(step["screenshot"] or "")  # the router sends only captured steps here
+    messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), other_page_shots(step))
     grading = asyncio.create_task(ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement))
     try:
         await _prepare_gui_test_while_waiting(state, step, runtime.context, grading)

@@ -46,14 +46,35 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     )
 
 
-def kill_when(proc: subprocess.Popen, db: str | Path, run_id: str, checkpoints: int, timeout_s: float = 240) -> None:
+def kill_when(
+    proc: subprocess.Popen, db: str | Path, run_id: str, checkpoints: int, timeout_s: float = 240
+) -> list[psutil.Process]:
+    """SIGKILL the run once it wrote ``checkpoints`` checkpoints; returns what it had started by then."""
     deadline = time.monotonic() + timeout_s
     while checkpoint_count(db, run_id) < checkpoints:
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "the run did not reach the kill point"
         time.sleep(0.05)
+    started = psutil.Process(proc.pid).children(recursive=True)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    return started
+
+
+def still_running(processes: list[psutil.Process], within_s: float = 15.0) -> list[str]:
+    """Those of ``processes`` still alive (not zombies) after waiting up to ``within_s`` for them to go."""
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = []
+        for proc in processes:
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(" ".join(proc.cmdline()[:3]))
+            except psutil.Error:
+                continue
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
 
 
 def owned_groups(db: str | Path, owner: int) -> list[int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import group_alive, kill_when, owned_groups, site_files, start
+from tests.helpers import group_alive, kill_when, owned_groups, site_files, start, still_running
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -43,21 +43,24 @@ def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_
         first = start(
             ["run", DEMO_REQUIREMENT, "--run-id", "r", "--out", str(tmp_path / "out"), "--max-steps", "8", *flags], env
         )
-        kill_when(first, db, "r", checkpoints=3)  # step 0 is being built (npm install / vite start)
+        started = kill_when(first, db, "r", checkpoints=3)  # step 0 is being built (npm install / vite start)
         assert RunIndex(db).get("r").status == "interrupted"
-        orphans = owned_groups(db, first.pid)
+        # The killed run's watchdog takes its dev server and browser down; nobody has to resume first.
+        assert len(started) >= 2, "the run had started a browser and npm by then"
+        assert still_running(started) == []
+        orphans = owned_groups(db, first.pid)  # the watchdog also took them off the registry
 
         second = start(["resume", "r", *flags], env)
-        kill_when(second, db, "r", checkpoints=12)  # later: step 2 is being judged or GUI-tested
+        started = kill_when(second, db, "r", checkpoints=12)  # later: step 2 is being judged or GUI-tested
+        assert len(started) >= 2 and still_running(started) == []
         orphans += owned_groups(db, second.pid)
-        assert orphans, "the killed runs started servers or a browser"
 
         third = start(["resume", "r", *flags], env)
         output = third.communicate(timeout=300)[0]
         assert third.returncode == 0, output
         coder_turns = Counter(r.turn for r in server.requests if r.model == "scripted-coder")
 
-    assert not [g for g in orphans if group_alive(g)], "resume reaps what the dead processes left running"
+    assert not [g for g in orphans if group_alive(g)], "nothing the dead processes started is still running"
     record = RunIndex(db).get("r")
     assert record.status == "finished"
     summary = json.loads((tmp_path / "out" / "run.json").read_text())

@@ -55,6 +55,7 @@ class DevServer:
     db_path: Path
     runs_dir: Path
     log: Path
+    left_after_stop: list[str] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -75,8 +76,8 @@ def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
         "WEBGEN_CHROMIUM": chromium,
     }
     log = base / "langgraph-dev.log"
-    # --allow-blocking: the nodes do short synchronous SQLite and file I/O (the blob store), which the
-    # dev server's blocking-call detector would otherwise turn into run errors.
+    # --allow-blocking: building browser-use's Agent creates folders on the event loop (the one
+    # blocking call left, see tests/test_async_clean.py); the detector would fail the GUI test.
     command = [
         cli,
         "dev",
@@ -92,29 +93,38 @@ def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
         proc = subprocess.Popen(
             command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+    server = DevServer(f"http://127.0.0.1:{port}", proc, db_path, base / "runs", log)
     try:
-        yield DevServer(f"http://127.0.0.1:{port}", proc, db_path, base / "runs", log)
+        yield server
     finally:
-        stop_process_tree(proc, db_path)
+        server.left_after_stop = stop_process_tree(proc, db_path)
 
 
-def stop_process_tree(proc: subprocess.Popen, db_path: Path) -> None:
-    """Stop the server (gracefully, then by force) and everything it started."""
+def stop_process_tree(proc: subprocess.Popen, db_path: Path) -> list[str]:
+    """Stop the server the way a service manager does (SIGTERM to it alone), then clean up by force.
+
+    Returns what the server started and left running once it exited, before any cleanup.
+    """
     started = _descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    # Dev servers and Chromium run in their own process groups; the server's registry lists them.
+    deadline = time.monotonic() + 10  # the watchdog's exit and zombies being reaped take a moment
+    while _alive([p.pid for p in started]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [" ".join(p.cmdline()[:3]) for p in _alive([p.pid for p in started])]
+    # Whatever is left (a failing test) is cleaned up all the same.
     Resources.reap_orphans(db_path)
     for child in started:
         with contextlib.suppress(psutil.Error):
             child.kill()
     psutil.wait_procs(started, timeout=10)
+    return left
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
@@ -257,7 +267,8 @@ async def studio(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -
             await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
         finally:
             session.log = server.log.read_text()[-4000:]
-    session.still_alive = [" ".join(p.cmdline()[:3]) for p in _alive(session.started)]
+    # What the server left behind after SIGTERM, before the test's own cleanup reaped anything.
+    session.still_alive = server.left_after_stop
     return session
 
 

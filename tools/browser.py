@@ -131,9 +131,9 @@ class SharedBrowser:
         return self
 
     async def _launch(self) -> None:
-        self._profile = Path(tempfile.mkdtemp(prefix="webgen-chromium-"))
+        self._profile = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="webgen-chromium-"))
         argv = [self.chromium_path, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", "about:blank"]
-        self._process = ManagedProcess.start(
+        self._process = await ManagedProcess.astart(
             argv, cwd=self._profile, log_path=self._profile / "chromium.log", registry=self.registry
         )
         port_file = self._profile / "DevToolsActivePort"
@@ -176,7 +176,7 @@ class SharedBrowser:
         if process is not None:
             await process.stop(grace_s=2.0)
         if self._profile is not None:
-            shutil.rmtree(self._profile, ignore_errors=True)
+            await asyncio.to_thread(shutil.rmtree, self._profile, ignore_errors=True)
             self._profile = None
 
     async def close(self) -> None:

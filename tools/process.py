@@ -17,16 +17,21 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 from pydantic import BaseModel, Field
@@ -257,18 +262,70 @@ class ProcessRegistry:
 
     def kill_all(self) -> list[int]:
         """SIGKILL every group this process recorded (synchronous: safe in atexit and signal paths)."""
-        me = os.getpid()
+        return self.kill_owned(os.getpid())
+
+    def kill_owned(self, owner_pid: int, owner_create_time: float | None = None) -> list[int]:
+        """SIGKILL every group the given agent process recorded (the watchdog's job once it died)."""
         killed = []
+
+        def owned(entry: RegistryEntry) -> bool:
+            return entry.owner_pid == owner_pid and (
+                owner_create_time is None or abs(entry.owner_create_time - owner_create_time) < 0.05
+            )
+
         with self._locked() as entries:
             for entry in entries:
-                if entry.owner_pid == me and self._kill_recorded(entry):
+                if owned(entry) and self._kill_recorded(entry):
                     killed.append(entry.pgid)
-            entries[:] = [e for e in entries if e.owner_pid != me]
+            entries[:] = [e for e in entries if not owned(e)]
         return killed
 
     def register_atexit(self) -> None:
-        """Kill this process's groups at interpreter exit (also after Ctrl-C's KeyboardInterrupt)."""
+        """Kill this process's groups at interpreter exit (also after Ctrl-C's KeyboardInterrupt),
+        and whatever it leaves when it dies without running exit handlers (``start_watchdog``)."""
         atexit.register(self.kill_all)
+        self.start_watchdog()
+
+    def start_watchdog(self) -> None:
+        """Start (once per process and registry) a watchdog that kills this process's groups when it dies.
+
+        Exit handlers do not run after kill -9, an OOM kill or a default-action SIGTERM. The watchdog
+        (``python -m webgen_agent.tools.watchdog``) sits in a session of its own reading a pipe whose
+        only write end this process holds: the kernel closes it however the process ends, and the
+        watchdog then SIGKILLs every group the registry lists for it. A parent-death signal
+        (PR_SET_PDEATHSIG) would not do: it reaches only the direct child, not the dev server npm
+        started, and fires when the *thread* that spawned the child exits.
+        """
+        key = (os.getpid(), str(self.path.resolve()))
+        with _WATCHDOGS_LOCK:
+            if key in _WATCHDOGS:
+                return
+            read_end, write_end = os.pipe()  # not inheritable (PEP 446): no other child holds the write end
+            try:
+                me = os.getpid()
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "webgen_agent.tools.watchdog",
+                        str(self.path),
+                        str(me),
+                        repr(_create_time(me) or 0.0),
+                    ],
+                    stdin=read_end,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # Ctrl-C in a terminal reaches the agent's group, not the watchdog
+                    close_fds=True,
+                )
+            finally:
+                os.close(read_end)
+            _WATCHDOGS[key] = write_end  # kept open for the life of the process
+
+
+_WATCHDOGS: dict[tuple[int, str], int] = {}
+_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="webgen-spawn")
+_WATCHDOGS_LOCK = threading.Lock()
 
 
 # -- managed processes ---------------------------------------------------------------------------
@@ -351,6 +408,23 @@ class ManagedProcess:
                 close_fds=True,
             )
 
+    @classmethod
+    async def astart(cls, argv: Sequence[str], **options: Any) -> ManagedProcess:
+        """``start`` from async code: forking, exec's error pipe and the registry's file lock stay off the loop.
+
+        Processes are spawned from one long-lived thread, so that a parent-death signal set in a
+        child (bubblewrap's --die-with-parent) is tied to a thread that lives as long as the process.
+        A start the caller stopped waiting for (cancellation) is killed once it has happened.
+        """
+        started = asyncio.get_running_loop().run_in_executor(_SPAWNER, functools.partial(cls.start, argv, **options))
+        try:
+            return await asyncio.shield(started)
+        except asyncio.CancelledError:
+            started.add_done_callback(
+                lambda done: done.cancelled() or done.exception() or _SPAWNER.submit(done.result().kill_now)
+            )
+            raise
+
     @property
     def pid(self) -> int:
         return self._popen.pid
@@ -392,7 +466,7 @@ class ManagedProcess:
         """Kill the whole group (SIGTERM, then SIGKILL after ``grace_s``); safe to call twice."""
         if not self._stopped:
             await kill_group(self.pgid, grace_s=grace_s, reap=self._popen)
-        self._forget()
+            await asyncio.to_thread(self._forget)  # the registry is a locked file
 
     def _forget(self) -> None:
         if self._stopped:
@@ -438,11 +512,11 @@ async def run_command(
     started = time.monotonic()
     temp_log = None
     if log_path is None:
-        fd, name = tempfile.mkstemp(prefix="webgen-cmd-", suffix=".log")
-        os.close(fd)
-        temp_log = log_path = Path(name)
+        temp_log = log_path = Path(await asyncio.to_thread(_temp_log))
     try:
-        proc = ManagedProcess.start(argv, cwd=cwd, log_path=log_path, env=env, registry=registry, sandbox=sandbox)
+        proc = await ManagedProcess.astart(
+            argv, cwd=cwd, log_path=log_path, env=env, registry=registry, sandbox=sandbox
+        )
         try:
             code = await proc.wait(timeout_s)
         except BaseException:  # CancelledError, KeyboardInterrupt: never leave the group running
@@ -459,4 +533,10 @@ async def run_command(
         )
     finally:
         if temp_log is not None:
-            temp_log.unlink(missing_ok=True)
+            await asyncio.to_thread(temp_log.unlink, missing_ok=True)
+
+
+def _temp_log() -> str:
+    fd, name = tempfile.mkstemp(prefix="webgen-cmd-", suffix=".log")
+    os.close(fd)
+    return name

@@ -136,7 +136,7 @@ async def open_gui_session(
     stack = contextlib.AsyncExitStack()
     try:
         endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
-        files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
+        files = await _run_files(stack)
         # The session's event buses start in this task: give them the lock the agent will share.
         lock = own_event_lock()
         session = _browser_session(url, endpoint.url, viewport, files)
@@ -214,10 +214,17 @@ async def run_gui_agent(
                     )
             # The agent sees one fresh browser context, never the tabs of captures or other agents.
             endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
-            run_files = _RunFiles(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webgen-gui-agent-"))))
+            run_files = await _run_files(stack)
         # A task of its own, so that the event lock set in it stays with this run's tasks.
         return await asyncio.create_task(_run(spec, run_files, started, endpoint, prepared))
     raise AssertionError("unreachable: the block returns")
+
+
+async def _run_files(stack: contextlib.AsyncExitStack) -> _RunFiles:
+    """A run's temporary folders, removed when ``stack`` closes (made and removed in a worker thread)."""
+    holder = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="webgen-gui-agent-")
+    stack.push_async_callback(asyncio.to_thread, holder.cleanup)
+    return await asyncio.to_thread(_RunFiles, Path(holder.name))
 
 
 def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> BrowserSession:
@@ -296,6 +303,8 @@ async def _run(
     try:
         # The prepared session's event buses already run under its lock: the agent's must share it.
         own_event_lock(prepared.event_lock if prepared is not None else None)
+        # browser-use's Agent needs the running loop to be built; building it creates its config and
+        # run folders (os.mkdir), the one blocking call left on the event loop.
         agent = _build_agent(spec, run_files, endpoint.url, prepared)
     except Exception as exc:  # bad URL, profile or client settings: report, do not crash the caller
         return GuiRun(errors=[f"GUI agent setup failed: {type(exc).__name__}: {exc}"], stopped_reason="error")
@@ -342,7 +351,7 @@ async def _run(
             history_errors.append(short(result.error) or "")
     usage = await agent.token_cost_service.get_usage_summary()
     final_png = budget.final_png or last_history_png(agent)
-    _remove_agent_directory(agent)
+    await asyncio.to_thread(_remove_agent_directory, agent)
     return GuiRun(
         final_answer=agent.history.final_result() if agent.history.is_done() else None,
         success=agent.history.is_successful(),

@@ -95,7 +95,7 @@ async def install_dependencies(
     Never run under a live dev server. ``log_path`` names a new log file for each npm attempt.
     """
     ws = workspace
-    (ws / DEPS_MARKER).unlink(missing_ok=True)  # never leave a stale marker if we fail
+    await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
     started = time.monotonic()
     if cache is not None and await asyncio.to_thread(cache.restore, key, ws):
         _write_marker(ws, [key, dependency_key(ws)])

@@ -148,7 +148,7 @@ class SiteRunner:
             timeout_s=timeout_s,
             registry=self.registry,
             log_path=log_path,
-            sandbox=self.confinement("shell"),
+            sandbox=await asyncio.to_thread(self.confinement, "shell"),
         )
 
     def _log_path(self, what: str) -> Path:
@@ -283,10 +283,10 @@ class SiteRunner:
 
     async def _install_if_needed(self, package: dict[str, Any]) -> InstallResult:
         try:
-            key = dependency_key(self.workspace)
+            key = await asyncio.to_thread(dependency_key, self.workspace)  # reads files, asks node its version
         except ValueError as exc:
             return InstallResult(error=str(exc))
-        if is_installed(self.workspace, key, package):
+        if await asyncio.to_thread(is_installed, self.workspace, key, package):
             return InstallResult()
         await self.stop()  # never reinstall under a running dev server
         return await install_dependencies(
@@ -296,7 +296,7 @@ class SiteRunner:
             timeout_s=self.install_timeout_s,
             registry=self.registry,
             log_path=lambda: self._log_path("install"),
-            sandbox=self.confinement("install"),
+            sandbox=await asyncio.to_thread(self.confinement, "install"),
         )
 
     # -- start ---------------------------------------------------------------------------------
@@ -329,13 +329,13 @@ class SiteRunner:
             argv, extra = command
         log_path = self._log_path("server")
         try:
-            server = ManagedProcess.start(
+            server = await ManagedProcess.astart(
                 argv,
                 cwd=self.workspace,
                 log_path=log_path,
                 env=scrubbed_env(extra),
                 registry=self.registry,
-                sandbox=self.confinement("server"),
+                sandbox=await asyncio.to_thread(self.confinement, "server"),
             )
         except OSError as exc:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}

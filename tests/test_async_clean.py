@@ -1,0 +1,46 @@
+"""No blocking call on the event loop: a whole scripted run under the LangGraph dev server's blocking-call detector.
+
+``langgraph dev`` activates blockbuster around the runs it serves and turns a synchronous file,
+SQLite, socket or subprocess call on the event loop into a ``BlockingError`` that fails the run (on a
+deployed server the same call would stall every other run of the worker). This test switches the
+detector on with the server's own configuration and plays the demo scenario through
+``run_requirement``: real npm, Vite, Chromium, browser-use and checkpoints, every node, router and
+resource.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.graph.api import run_requirement
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="building browser-use's Agent creates its config and run folders (os.mkdir) on the event loop",
+)
+async def test_scripted_run_makes_no_blocking_call_on_the_event_loop(
+    tmp_path: Path, chromium_path: str, vite_template, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = pytest.importorskip("langgraph_runtime_inmem.queue")
+    monkeypatch.setenv("WEBGEN_CHROMIUM", chromium_path)
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
+        context = scripted_context(server.base_url, max_steps=8, runs_dir=str(tmp_path / "runs"))
+        detector = queue._enable_blockbuster()  # exactly what `langgraph dev` switches on
+        try:
+            result = await run_requirement(
+                DEMO_REQUIREMENT, context=context, run_id="async-clean", db_path=tmp_path / "db" / "webgen.db"
+            )
+        finally:
+            detector.deactivate()
+    assert result.status == "finished" and result.chosen_step == 3
+    step3 = result.summary.steps[3]
+    assert step3.gui_passed and step3.gui_score == 5  # the GUI agent ran, under the detector too
+    assert (Path(result.site_dir or "") / "src" / "App.jsx").is_file()
