@@ -119,7 +119,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     served = None
     execution = target.get("execution")
     if execution and execution["ok"]:
-        served = await resources.site(prepared_workspace(state), context).ensure_running(None)
+        served = await resources.site(await prepared_workspace(state), context).ensure_running(None)
     if served is None or not served.ok or not served.url:
         why = "the page did not run" if served is None else f"the site is not running: {served.error}"
         records = [check_record(n, item, None, why) for n, item in enumerate(items)]

@@ -60,7 +60,9 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Upda
     step = current_step(state)
     target = edit_step(state) or step
     blobs = store()
-    requirements: list[dict[str, str]] = blobs.get_json(state["requirements"]) if state.get("requirements") else []
+    requirements: list[dict[str, str]] = (
+        blobs.get_json(state["requirements"] or "") if state.get("requirements") else []
+    )
     messages = [
         {
             "role": "user",

@@ -46,7 +46,9 @@ def other_page_shots(step: Step) -> list[tuple[str, bytes]]:
     if not step.get("pages"):
         return []
     blobs = store()
-    return [(p["path"], blobs.get(p["screenshot"])) for p in blobs.get_json(step["pages"])[1:] if p.get("screenshot")]
+    return [
+        (p["path"], blobs.get(p["screenshot"])) for p in blobs.get_json(step["pages"] or "")[1:] if p.get("screenshot")
+    ]
 
 
 async def _prepare_gui_test_while_waiting(
