@@ -136,7 +136,10 @@ def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chro
     assert victim.run_id in finished
     assert records[victim.run_id].pid != victim.pid, "it was continued by another actor"
     steps_after = asyncio.run(final_state(db, victim.run_id))["steps"]
-    assert steps_after[: len(steps_before)] == steps_before, "finished steps were kept, not asked again"
+    # The coder turns recorded before the kill were kept, not asked again (a step still in progress
+    # at the kill gains its execution and grades afterwards, so only the coder's part is compared).
+    coder_part = [(s["index"], s["prompt"], s["completion"]) for s in steps_before]
+    assert [(s["index"], s["prompt"], s["completion"]) for s in steps_after[: len(steps_before)]] == coder_part
     # Every output folder written as in-process; nothing the dead actor started is left running.
     for run_id in finished:
         assert json.loads((tmp_path / "runs" / run_id / "run.json").read_text())["status"] == "finished"
