@@ -114,20 +114,26 @@ def rollout_command(base: Path, db: str, base_url: str) -> list[str]:
 
 
 def shared_browsers(pid: int) -> int:
-    """Chromium main processes (not its helpers) under the rollout process."""
-    count = 0
+    """Chromium browsers (not their helpers) under the rollout process, told apart by profile.
+
+    A helper Chromium is forking carries the browser's command line until it execs, so counting
+    processes would now and then see two; distinct ``--user-data-dir`` values are distinct browsers.
+    """
+    profiles: set[str] = set()
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         return 0
     for child in children:
         try:
-            cmdline = " ".join(child.cmdline())
+            argv = child.cmdline()
         except psutil.Error:
             continue
-        if "--remote-debugging-port" in cmdline and "--type=" not in cmdline:
-            count += 1
-    return count
+        if any(a.startswith("--remote-debugging-port") for a in argv) and not any(
+            a.startswith("--type=") for a in argv
+        ):
+            profiles.update(a for a in argv if a.startswith("--user-data-dir="))
+    return len(profiles)
 
 
 def run_until_mid_way(story: RolloutStory, command: list[str], env: dict[str, str]) -> None:
