@@ -25,6 +25,7 @@ from webgen_agent.apps.bench.views import CaseResult
 from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.runs import RunIndex
 
 SAMPLE = Path(__file__).parent / "data" / "webgen-bench-sample.jsonl"
 TRIVIA, MAPPING, DASHBOARD = "000008", "000002", "000003"
@@ -79,6 +80,7 @@ QUESTION = "view the first question"
 LEADERBOARD = "Access the leaderboard"
 COLOURS = "'beige' as the background color"
 HOMEPAGE = "Navigate to the homepage of the neighborhood"
+CHECKED_TASK = "Find the page's main heading"
 
 # name -> rule; names let the tests find which rule answered a request.
 RULES: dict[str, dict] = {
@@ -160,6 +162,13 @@ RULES: dict[str, dict] = {
         "schema": "AppearanceGrade",
         "json": {"score": 4, "reason": "Renders cleanly, on topic, tidy but plain."},
     },
+    # -- the loops that check requirements (bench --loop single): written by the agent's feedback model --
+    "requirements": {
+        "model": "scripted-feedback",
+        "schema": "RequirementList",
+        "json": {"requirements": [{"task": CHECKED_TASK, "expected_result": "A heading reads 'Trivia Arena'."}]},
+    },
+    "check-yes": {"model": "scripted-vlm", "contains": [CHECKED_TASK], **done("YES - the heading reads Trivia Arena.")},
 }
 RULE_NAMES = list(RULES)
 
@@ -479,3 +488,24 @@ def test_evaluate_only_scores_hand_written_sites(bench_run, tmp_path: Path) -> N
     assert summary["overall"]["accuracy"] == round(100 * 2 / 3, 2) and summary["generation"] is None
     assert summary["appearance"] == round(8 / 3, 3) and summary["sites_started"] == 2
     assert not (sites / MAPPING / "node_modules").exists() and not (out / "sites").exists()
+
+
+@pytest.mark.e2e
+def test_bench_generates_with_the_chosen_loop(tmp_path: Path, chromium_path: str) -> None:
+    """``--loop single``: one coder turn, requirements written by the agent's own feedback model (the
+    benchmark's test cases stay hidden from generation), then the same evaluation."""
+    os.environ["WEBGEN_CHROMIUM"] = chromium_path
+    data = write_data(tmp_path / "test.jsonl", {TRIVIA: [0]})
+    out = tmp_path / "out"
+    scenario = Scenario.model_validate({"name": "bench", "rules": list(RULES.values())})
+    with ScriptedServer(scenario) as server:
+        result = invoke(bench_args(server.base_url, data, out, "--loop", "single"))
+        requests = list(server.requests)
+    by_rule = Counter(r.rule_index for r in requests)
+    assert [r.rule_index for r in requests if r.model == "scripted-coder"] == [rule("coder-trivia")]
+    assert by_rule[rule("requirements")] == 1 and by_rule[rule("check-yes")] == 1
+    assert by_rule[rule("test-instruction")] == 0  # WebGen-Agent's GUI tester is not part of this loop
+    run_id = f"bench-out-{TRIVIA}"
+    assert RunIndex(out / "webgen.db").settings(run_id)["loop"] == "single"
+    results = read_lines(out / "results.jsonl")
+    assert [(r["record_id"], r["verdict"]) for r in results] == [(TRIVIA, "YES")], result.output

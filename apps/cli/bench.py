@@ -11,7 +11,21 @@ from rich.table import Table
 
 from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_settings
 from webgen_agent.apps.bench.views import BenchSummary, Rates
-from webgen_agent.apps.cli.common import PROFILE_HELP, console, errors, fail, make_context, resolve_db, with_model_flags
+from webgen_agent.apps.cli.common import (
+    PROFILE_HELP,
+    LoopFlag,
+    MaxPagesFlag,
+    RoundsFlag,
+    ScaffoldFlag,
+    SharedPolicyFlag,
+    console,
+    errors,
+    fail,
+    loop_overrides,
+    make_context,
+    resolve_db,
+    with_model_flags,
+)
 from webgen_agent.core.context import UPSTREAM_VIEWPORT, ConfigError, CriticMode, Profile, Settings
 from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
@@ -162,6 +176,11 @@ def bench(
             help=PROFILE_HELP + " upstream also evaluates at WebGen-Bench's 1024x768.", rich_help_panel=_AGENT
         ),
     ] = "default",
+    loop: LoopFlag = None,
+    critique_rounds: RoundsFlag = None,
+    shared_policy: SharedPolicyFlag = False,
+    scaffold: ScaffoldFlag = None,
+    max_pages: MaxPagesFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -200,6 +219,7 @@ def bench(
             critic=critic,
             allow_shell=allow_shell or None,
             profile=profile,
+            **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
         )
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
