@@ -509,3 +509,21 @@ def test_bench_generates_with_the_chosen_loop(tmp_path: Path, chromium_path: str
     assert RunIndex(out / "webgen.db").settings(run_id)["loop"] == "single"
     results = read_lines(out / "results.jsonl")
     assert [(r["record_id"], r["verdict"]) for r in results] == [(TRIVIA, "YES")], result.output
+
+
+@pytest.mark.e2e
+def test_upstream_profile_evaluates_at_webgen_bench_viewport(bench_run, tmp_path: Path) -> None:
+    """WebGen-Bench evaluates at 1024x768: ``--profile upstream`` does too (the default is 1280 wide)."""
+    server = bench_run["server"]
+    data = write_data(tmp_path / "test.jsonl", {TRIVIA: [0]})
+    sites = tmp_path / "sites"
+    (sites / TRIVIA).mkdir(parents=True)
+    (sites / TRIVIA / "index.html").write_text(TRIVIA_PAGE)
+    widths = {}
+    for profile in ("upstream", "default"):
+        out = tmp_path / profile
+        invoke(bench_args(server.base_url, data, out, "--evaluate-only", str(sites), "--profile", profile))
+        (site,) = read_lines(out / "sites.jsonl")
+        png = (out / site["screenshot"]).read_bytes()
+        widths[profile] = int.from_bytes(png[16:20], "big")  # the PNG header's IHDR width
+    assert widths == {"upstream": 1024, "default": 1280}
