@@ -120,9 +120,9 @@ def webloop_records(
         critic_prompt, critique = step.get("critic_prompt"), step.get("critique")
         if turn.role == "critic" and critic_prompt and critique:
             prompt = [ChatMessage.model_validate(m) for m in texts.json(critic_prompt)]
-            completion = texts.text(critique)
+            completion = [ChatMessage(role="assistant", content=texts.text(critique))]
         else:
-            prompt, completion = texts.prompt(step["prompt"]), texts.text(step["completion"])
+            prompt, completion = texts.prompt(step["prompt"]), [texts.message("assistant", step["completion"])]
         records.append(
             WebloopRecord(
                 group_id=turn.trajectory.group_id,

@@ -19,7 +19,11 @@ from webgen_agent.core.views import Critique
 
 ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory"]
 WebloopRole = Literal["generator", "critic", "refiner"]
-TEXT_FORMATS: tuple[ExportFormat, ...] = ("step-grpo", "critic")  # the prompt-completion formats --text renders
+TEXT_FORMATS: tuple[ExportFormat, ...] = (
+    "step-grpo",
+    "critic",
+    "webloop",
+)  # the prompt-completion formats --text renders
 
 
 class ChatMessage(BaseModel):
@@ -145,7 +149,9 @@ class WebloopRecord(BaseModel):
     step: int = Field(description="The coder step of the turn; for a Critic turn, the step it ran after.")
     role: WebloopRole = Field(description="generator, critic or refiner.")
     prompt: list[ChatMessage] = Field(description="The exact messages the role's model was sent.")
-    completion: str = Field(description="The model's output (the critique as JSON for the Critic).")
+    completion: list[ChatMessage] = Field(
+        description="One assistant message: the model's output (the critique as JSON for the Critic)."
+    )
     reward: float = Field(description="Generator/Refiner: check score of its page (-1 malformed); Critic: D, H or D+H.")
     d: float = Field(
         description="Critic discriminability: share of requirements its verdict matched the check (0 otherwise)."

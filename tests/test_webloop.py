@@ -26,6 +26,7 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import load_trajectories
 from webgen_agent.checkpoints.requirements import RequirementIndex
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.views import CodeCritique
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.nodes.checker import instruction_key
 
@@ -145,6 +146,15 @@ def test_one_record_per_role_turn(story):
         for k in range(2)
         for step, role in ((0, "generator"), (0, "critic"), (1, "refiner"))
     )
+    # Trainer-ready like step-grpo: a message-list prompt and one assistant message as completion.
+    from trl.data_utils import is_conversational
+
+    for record in story.records:
+        (completion,) = record["completion"]
+        assert completion["role"] == "assistant" and completion["content"]
+        assert is_conversational(record)
+        if record["role"] == "critic":
+            assert CodeCritique.model_validate_json(completion["content"])
 
 
 @e2e

@@ -177,7 +177,8 @@ def export(
     ] = "dh",
     parquet: Annotated[bool, typer.Option(help="Write parquet instead of JSON lines.")] = False,
     text: Annotated[
-        bool, typer.Option(help="step-grpo, critic: prompt and completion as strings rendered by --chat-template.")
+        bool,
+        typer.Option(help="step-grpo, critic, webloop: prompt and completion as strings rendered by --chat-template."),
     ] = False,
     chat_template: Annotated[
         Path | None, typer.Option(help="--text: local tokenizer (Hugging Face directory) whose chat template renders.")
