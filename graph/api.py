@@ -93,12 +93,12 @@ async def _drive(
 ) -> RunResult:
     warnings = []
     if context.sandbox.enabled:
-        require_sandbox()  # before anything is recorded: the run would stop at its first install
+        await asyncio.to_thread(require_sandbox)  # before anything is recorded: the run would stop at its first install
     else:
         warnings.append(UNCONFINED_WARNING)
         if on_progress is not None:
             on_progress(ProgressEvent(node="run", warning=UNCONFINED_WARNING).model_dump())
-    runs = RunIndex(db_path)
+    runs = await asyncio.to_thread(RunIndex, db_path)
     await runs.astart(record)
     config = run_config(record.run_id, record.group_id)
     async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
@@ -176,7 +176,7 @@ async def run_requirement(
         "group_id": group_id,
     }
     if requirements:
-        graph_input["requirements"] = stored_requirements(db_path, requirements)
+        graph_input["requirements"] = await asyncio.to_thread(stored_requirements, db_path, requirements)
     return await _drive(
         graph_input, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress
     )
@@ -190,8 +190,8 @@ async def resume_run(
     on_progress: ProgressCallback | None = None,
 ) -> RunResult:
     """Continue an interrupted or failed run from its last checkpoint, into the same folder."""
-    runs = RunIndex(db_path)
-    record = runs.get(run_id)
+    runs = await asyncio.to_thread(RunIndex, db_path)
+    record = await runs.aget(run_id)
     if record is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     if record.status == "running":
@@ -199,7 +199,7 @@ async def resume_run(
     if record.status == "finished":
         raise ValueError(f"run {run_id} already finished")
     # The dead process's servers and browser may still be running.
-    Resources.reap_orphans(db_path)
+    await asyncio.to_thread(Resources.reap_orphans, db_path)
     return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
 
 
@@ -209,7 +209,7 @@ async def run_history(
     """(one HistoryRow per coder step, the run's events) read from the checkpoints."""
     from webgen_agent.checkpoints.history import events, history_rows, snapshots
 
-    if RunIndex(db_path).get(run_id) is None:
+    if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     async with open_checkpointer(db_path) as saver:
         history = await snapshots(compile_graph(saver), run_id)
@@ -234,12 +234,12 @@ async def fork_run(
     from webgen_agent.checkpoints.history import snapshots, step_checkpoints
     from webgen_agent.nodes.feedback import results_text, template_feedback
 
-    runs = RunIndex(db_path)
-    original = runs.get(run_id)
+    runs = await asyncio.to_thread(RunIndex, db_path)
+    original = await runs.aget(run_id)
     if original is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     new_run_id = new_run_id or f"{run_id}-fork{step}-{new_run_id_suffix()}"
-    if runs.get(new_run_id) is not None:
+    if await runs.aget(new_run_id) is not None:
         raise ValueError(f"run {new_run_id} already exists")
     out = Path(out_dir) if out_dir else Path(context.runs_dir) / new_run_id
     async with run_resources(Database.of(db_path), context) as resources, open_checkpointer(db_path) as saver:
@@ -252,7 +252,7 @@ async def fork_run(
         forked_step = values["steps"][step]
         tested = values["steps"][values["edit_step"]] if values.get("edit_step") is not None else None
         if values.get("feedback"):
-            feedback = blobs.get_text(values["feedback"])
+            feedback = await blobs.aget_text(values["feedback"])
         else:  # the step ended the run (finish, passed test): describe it as the critic would
             results, focus = results_text(forked_step, tested if forked_step["action"] != "edit" else None)
             feedback = template_feedback(values["requirement"], results, focus)
@@ -261,7 +261,7 @@ async def fork_run(
         values.update(
             run_id=new_run_id,
             out_dir=str(out.resolve()),
-            feedback=blobs.put_text(feedback),
+            feedback=await blobs.aput_text(feedback),
             status="running",
             chosen_step=None,
             site_dir=None,

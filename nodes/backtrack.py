@@ -47,7 +47,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     ]
     if selection == "upstream":
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
-        feedback = target.get("feedback") or await blobs.aput_text(upstream_step_feedback(state, target))
+        feedback = target.get("feedback") or await blobs.aput_text(await upstream_step_feedback(state, target))
     else:
         note = prompts.BACKTRACK_NOTE.format(
             count=count,

@@ -50,9 +50,9 @@ async def instruction_requirements(state: AgentState, context: AgentContext) -> 
     if given:
         return given, Usage()
     resources = get_resources()
-    index = RequirementIndex(resources.database)
+    index = await asyncio.to_thread(RequirementIndex, resources.database)
     key = instruction_key(state["requirement"])
-    stored = index.get(key)
+    stored = await asyncio.to_thread(index.get, key)
     if stored:
         return stored, Usage()
     messages = [{"role": "user", "content": prompts.requirements_user(state["requirement"])}]
@@ -60,8 +60,10 @@ async def instruction_requirements(state: AgentState, context: AgentContext) -> 
     items = answer.value.requirements if answer.value is not None and answer.value.requirements else []
     if not items:  # still check something: the instruction as one requirement
         items = [RequirementItem(task=state["requirement"], expected_result="The website does what this asks.")]
-    digest = resources.store.put_json([item.model_dump() for item in items])
-    return index.put_once(key, digest), answer.usage  # another sample may have stored its list first
+    digest = await resources.store.aput_json([item.model_dump() for item in items])
+    return await asyncio.to_thread(
+        index.put_once, key, digest
+    ), answer.usage  # another sample may have stored its list first
 
 
 async def _check(
@@ -76,7 +78,7 @@ async def _check(
             api_key=api_key_for(context.vlm, "vlm"),
             max_actions=context.gui_max_actions,
             timeout_s=context.gui_timeout_s,
-            chromium_path=find_chromium(context.chromium),
+            chromium_path=await asyncio.to_thread(find_chromium, context.chromium),
             cdp_url=(await browser.start()).ws_url,  # one Chromium; each agent sees a context of its own
             viewport=(context.viewport_width, context.viewport_height),
         )
@@ -111,7 +113,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     resources = get_resources()
     target = edit_step(state)
     requirements, usage = await instruction_requirements(state, context)
-    items: list[dict[str, str]] = resources.store.get_json(requirements)
+    items: list[dict[str, str]] = await resources.store.aget_json(requirements)
     update: Update = {"requirements": requirements}
     if target is None:  # nothing was ever written: nothing to check
         update["_message"] = "no page to check"
@@ -125,7 +127,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         records = [check_record(n, item, None, why) for n, item in enumerate(items)]
     else:
         listed = target.get("pages")
-        pages = [p["path"] for p in resources.store.get_json(listed)] if listed else ["/"]
+        pages = [p["path"] for p in await resources.store.aget_json(listed)] if listed else ["/"]
         slots = asyncio.Semaphore(CHECKS_AT_ONCE)
         runs = await asyncio.gather(*(_check(item, served.url, pages, context, slots) for item in items))
         records = [check_record(n, item, run) for n, (item, run) in enumerate(zip(items, runs, strict=True))]
@@ -135,7 +137,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     score = check_score([r["verdict"] for r in records])
     patch: StepUpdate = {
         "index": target["index"],
-        "checks": resources.store.put_json(records),
+        "checks": await resources.store.aput_json(records),
         "check_score": score,
         "tokens": {"checker": usage_record(usage)},
     }

@@ -8,6 +8,8 @@ model answers (one policy in every role, as the paper trains it), else the feedb
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, Role
@@ -61,31 +63,27 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Upda
     target = edit_step(state) or step
     blobs = store()
     requirements: list[dict[str, str]] = (
-        blobs.get_json(state["requirements"] or "") if state.get("requirements") else []
+        await blobs.aget_json(state["requirements"] or "") if state.get("requirements") else []
     )
-    messages = [
-        {
-            "role": "user",
-            "content": prompts.code_critic_user(state["requirement"], requirements, project_text(state.get("files"))),
-        }
-    ]
+    code = await asyncio.to_thread(project_text, state.get("files"))
+    messages = [{"role": "user", "content": prompts.code_critic_user(state["requirement"], requirements, code)}]
     role: Role = "coder" if context.shared_policy else "feedback"
     settings = context.coder if context.shared_policy else context.feedback
     answer = await ask_structured(settings, role, messages, CodeCritique)
     patch: StepUpdate = {
         "index": step["index"],
         "critic_target": target["index"],
-        "critic_prompt": blobs.put_json(messages),
+        "critic_prompt": await blobs.aput_json(messages),
         "critic_model": role,
         "tokens": {"code_critic": usage_record(answer.usage)},
     }
     if answer.value is not None:
-        patch["critique"] = blobs.put_json(answer.value.model_dump())
+        patch["critique"] = await blobs.aput_json(answer.value.model_dump())
         review = format_code_critique(answer.value, requirements)
     else:
         review = f"(The code review failed: {answer.error}.) Check the code against every requirement yourself."
     notes = step.get("problems") or []
-    feedback = blobs.put_text(prompts.refine_user(state["requirement"], review, notes))
+    feedback = await blobs.aput_text(prompts.refine_user(state["requirement"], review, notes))
     patch["feedback"] = feedback
     return {
         "feedback": feedback,

@@ -36,7 +36,7 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
     if rules_for(runtime.context.profile).feedback == "upstream":
-        text = upstream_step_feedback(state, step)
+        text = await upstream_step_feedback(state, step)
         if patch.get("critique"):
             text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"
     else:

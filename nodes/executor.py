@@ -212,9 +212,9 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             others = await capture_pages(browser, result.url, paths, context)
             for _, other in others:
                 site.note_page(other.module_paths, other.failed_module_paths)
-            pages = [page_record(urlsplit(result.url).path or "/", capture, blobs)]
-            pages += [page_record(path, other, blobs) for path, other in others]
-            patch["pages"] = blobs.put_json(pages)
+            pages = [await page_record(urlsplit(result.url).path or "/", capture, blobs)]
+            pages += [await page_record(path, other, blobs) for path, other in others]
+            patch["pages"] = await blobs.aput_json(pages)
             patch["page_count"] = len(pages)
             render_error = render_error or pages_error(pages)
         if render_error:

@@ -144,12 +144,12 @@ def upstream_feedback(requirement: str, step: Step, tested: Step | None, logs: d
     )
 
 
-def upstream_step_feedback(state: AgentState, step: Step) -> str:
+async def upstream_step_feedback(state: AgentState, step: Step) -> str:
     """``upstream_feedback`` for a step of the run, its logs read from the store."""
     tests_step = step["tests_step"]
     tested = state["steps"][tests_step] if tests_step is not None else None
     source = tested if step["action"] == "screenshot_validated" else step
     execution = source.get("execution") if source is not None else None
     logs_hash = execution.get("logs") if execution is not None else None
-    logs = get_resources().store.get_json(logs_hash) if logs_hash else {}
+    logs = await get_resources().store.aget_json(logs_hash) if logs_hash else {}
     return upstream_feedback(state["requirement"], step, tested, logs)

@@ -57,7 +57,7 @@ def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     rules = rules_for(runtime.context.profile)
-    files, note = scaffold_start(runtime.context)
+    files, note = await asyncio.to_thread(scaffold_start, runtime.context)  # reads and stores the files
     request = rules.first_user(state["requirement"])
     conversation = [
         await chat_ref("system", rules.coder_system),

@@ -29,10 +29,10 @@ from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
-def page_paths(step: Step) -> list[str]:
+async def page_paths(step: Step) -> list[str]:
     """The site's captured pages (the GUI agent may move between them)."""
     pages = step.get("pages")
-    return [p["path"] for p in get_resources().store.get_json(pages)] if pages else []
+    return [p["path"] for p in await get_resources().store.aget_json(pages)] if pages else []
 
 
 @node
@@ -76,7 +76,10 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
                 viewport=(context.viewport_width, context.viewport_height),
             )
             return await run_gui_agent(
-                url=url, task=prompts.gui_task(url, instruction, page_paths(target)), settings=settings, prepared=ahead
+                url=url,
+                task=prompts.gui_task(url, instruction, await page_paths(target)),
+                settings=settings,
+                prepared=ahead,
             )
 
         # A test the model endpoint broke off says nothing about the site: wait the endpoint out and

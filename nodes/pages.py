@@ -20,13 +20,13 @@ from webgen_agent.tools.capture import PageCapture
 PAGE_TEXT_CHARS = 1500
 
 
-def page_record(path: str, capture: PageCapture, blobs: BlobStore) -> dict[str, Any]:
+async def page_record(path: str, capture: PageCapture, blobs: BlobStore) -> dict[str, Any]:
     return {
         "path": path,
         "url": capture.url,
         "title": capture.title,
         "visible_text": capture.visible_text[:PAGE_TEXT_CHARS],
-        "screenshot": blobs.put(capture.png) if capture.png else None,
+        "screenshot": await blobs.aput(capture.png) if capture.png else None,
         "render_error": capture.render_error,
     }
 

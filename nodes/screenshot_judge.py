@@ -41,14 +41,14 @@ def judge_messages(
     return [{"role": "system", "content": prompts.JUDGE_SYSTEM}, {"role": "user", "content": content}]
 
 
-def other_page_shots(step: Step) -> list[tuple[str, bytes]]:
+async def other_page_shots(step: Step) -> list[tuple[str, bytes]]:
     """(path, PNG) of the step's pages after the landing page (multi-page capture)."""
     if not step.get("pages"):
         return []
     blobs = store()
-    return [
-        (p["path"], blobs.get(p["screenshot"])) for p in blobs.get_json(step["pages"] or "")[1:] if p.get("screenshot")
-    ]
+    pages = [p for p in (await blobs.aget_json(step["pages"] or ""))[1:] if p.get("screenshot")]
+    shots = await blobs.aget_many(p["screenshot"] for p in pages)
+    return [(p["path"], shots[p["screenshot"]]) for p in pages]
 
 
 async def _prepare_gui_test_while_waiting(
@@ -140,7 +140,7 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     blobs = store()
     page = await blobs.aget_json(step["page"] or "") if step.get("page") else {}
     png = await blobs.aget(step["screenshot"] or "")  # the router sends only captured steps here
-    messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), other_page_shots(step))
+    messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), await other_page_shots(step))
     grading = asyncio.create_task(ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement))
     try:
         await _prepare_gui_test_while_waiting(state, step, runtime.context, grading)

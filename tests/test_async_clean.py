@@ -5,7 +5,8 @@ SQLite, socket or subprocess call on the event loop into a ``BlockingError`` tha
 deployed server the same call would stall every other run of the worker). This test switches the
 detector on with the server's own configuration and plays the demo scenario through
 ``run_requirement``: real npm, Vite, Chromium, browser-use and checkpoints, every node, router and
-resource.
+resource, on both run databases. libpq waits for PostgreSQL inside C code, where the detector
+cannot see it, so on PostgreSQL psycopg's synchronous entry points are added to the detector.
 """
 
 from __future__ import annotations
@@ -17,28 +18,41 @@ import pytest
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.database import Database
 from webgen_agent.graph.api import run_requirement
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="building browser-use's Agent creates its config and run folders (os.mkdir) on the event loop",
-)
+def _synchronous_psycopg() -> list:
+    """Detector entries for psycopg's synchronous calls (the async driver's are other classes)."""
+    import psycopg
+    import psycopg_pool
+    from blockbuster import BlockBusterFunction
+
+    return [
+        BlockBusterFunction(psycopg.Connection, "execute"),
+        BlockBusterFunction(psycopg.Cursor, "execute"),
+        BlockBusterFunction(psycopg_pool.ConnectionPool, "getconn"),
+    ]
+
+
 async def test_scripted_run_makes_no_blocking_call_on_the_event_loop(
-    tmp_path: Path, chromium_path: str, vite_template, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, chromium_path: str, vite_template, db_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     queue = pytest.importorskip("langgraph_runtime_inmem.queue")
     monkeypatch.setenv("WEBGEN_CHROMIUM", chromium_path)
+    extra = _synchronous_psycopg() if Database.of(db_target).is_postgres else []
     with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
         context = scripted_context(server.base_url, max_steps=8, runs_dir=str(tmp_path / "runs"))
         detector = queue._enable_blockbuster()  # exactly what `langgraph dev` switches on
+        for function in extra:
+            function.activate()
         try:
-            result = await run_requirement(
-                DEMO_REQUIREMENT, context=context, run_id="async-clean", db_path=tmp_path / "db" / "webgen.db"
-            )
+            result = await run_requirement(DEMO_REQUIREMENT, context=context, run_id="async-clean", db_path=db_target)
         finally:
+            for function in extra:
+                function.deactivate()
             detector.deactivate()
     assert result.status == "finished" and result.chosen_step == 3
     step3 = result.summary.steps[3]

@@ -76,14 +76,12 @@ def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
         "WEBGEN_CHROMIUM": chromium,
     }
     log = base / "langgraph-dev.log"
-    # --allow-blocking: building browser-use's Agent creates folders on the event loop (the one
-    # blocking call left, see tests/test_async_clean.py); the detector would fail the GUI test.
+    # Run the standard way: no --allow-blocking, so the server's blocking-call detector is on.
     command = [
         cli,
         "dev",
         "--no-browser",
         "--no-reload",
-        "--allow-blocking",
         "--port",
         str(port),
         "--config",

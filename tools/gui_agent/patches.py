@@ -12,6 +12,7 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
   downloads folder it makes at import removed at exit.
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
+- Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ def _import_browser_use() -> None:
     _scope_event_lock_per_run()
     _shorten_click_download_wait()
     _forget_import_time_downloads_dir()
+    _make_config_dirs_once()
     gc.collect()
     gc.freeze()
 
@@ -185,6 +187,28 @@ def _forget_import_time_downloads_dir() -> None:
     path = DEFAULT_BROWSER_PROFILE.downloads_path
     if path is not None:
         atexit.register(_rmdir_if_empty, Path(path))
+
+
+@functools.cache
+def _make_config_dirs_once() -> None:
+    """Make browser-use's config folders now (on the importing thread) and never again.
+
+    browser-use means to create them once per process (``OldConfig._dirs_created``), but its
+    ``CONFIG`` proxy builds a fresh config object on every attribute read, so each read of a profile
+    path (every ``BrowserProfile`` validation, on the event loop, several per GUI test) calls
+    ``mkdir`` three times: blocking calls that LangGraph's server rejects. The folders only matter
+    for the default profile and extensions, which the GUI agent never uses (it passes its own).
+    """
+    check_browser_use_version()
+    from browser_use import config
+
+    old_config = getattr(config, "OldConfig", None)
+    if old_config is None or not hasattr(old_config, "_dirs_created") or not hasattr(old_config, "_ensure_dirs"):
+        raise UnsupportedBrowserUse(
+            "browser-use's config has no OldConfig._ensure_dirs: its folders cannot be made once"
+        )
+    old_config()._ensure_dirs()
+    old_config._dirs_created = True  # every config object made from now on finds them made
 
 
 def _rmdir_if_empty(path: Path) -> None:

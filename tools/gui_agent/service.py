@@ -74,6 +74,10 @@ async def _endpoint_problem(base_url: str) -> str | None:
     return None
 
 
+def _is_file(path: str | None) -> bool:
+    return bool(path) and Path(path or "").exists()
+
+
 def _origin_pattern(url: str) -> str:
     parsed = urlparse(url)
     return f"{parsed.scheme}://{parsed.hostname}"
@@ -132,7 +136,7 @@ async def open_gui_session(
     What a GUI agent run does before its first step, done ahead (e.g. while a model grades the
     screenshot). Raises when it cannot; a run without it starts the same way itself.
     """
-    import_browser_use()
+    await asyncio.to_thread(import_browser_use)  # a few seconds the first time, once per process
     stack = contextlib.AsyncExitStack()
     try:
         endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
@@ -179,7 +183,7 @@ async def run_gui_agent(
         check_browser_use_version()
     except UnsupportedBrowserUse as exc:
         problem = str(exc)
-    if problem is None and cdp_url is None and not (chromium_path and Path(chromium_path).exists()):
+    if problem is None and cdp_url is None and not await asyncio.to_thread(_is_file, chromium_path):
         problem = f"Chromium not found at {chromium_path!r}"
     endpoint_down = False
     if problem is None:
@@ -253,7 +257,9 @@ def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_file
     return BrowserSession(browser_profile=profile)
 
 
-def _build_agent(spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepared: GuiSession | None) -> Agent:
+def _build_agent(
+    spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepared: GuiSession | None, http_client: Any
+) -> Agent:
     import_browser_use()
     from browser_use import Agent
     from browser_use.tools.service import Tools
@@ -267,7 +273,7 @@ def _build_agent(spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepar
         **({"max_completion_tokens": settings.max_tokens} if settings.max_tokens is not None else {}),
         timeout=settings.llm_timeout,
         max_retries=LLM_RETRIES,
-        http_client=shared_http_client(),
+        http_client=http_client,
     )
     task = spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
     return Agent(
@@ -303,9 +309,12 @@ async def _run(
     try:
         # The prepared session's event buses already run under its lock: the agent's must share it.
         own_event_lock(prepared.event_lock if prepared is not None else None)
-        # browser-use's Agent needs the running loop to be built; building it creates its config and
-        # run folders (os.mkdir), the one blocking call left on the event loop.
-        agent = _build_agent(spec, run_files, endpoint.url, prepared)
+        # Built in a worker thread (which sees this task's event lock): the constructor makes the
+        # agent's file-system and screenshot folders (os.mkdir) and builds its action models, file
+        # and CPU work that would stall the event loop. It only sets attributes on the (idle)
+        # session and creates loop-agnostic asyncio objects; the one thing bound to this loop, the
+        # HTTP client, is fetched here.
+        agent = await asyncio.to_thread(_build_agent, spec, run_files, endpoint.url, prepared, shared_http_client())
     except Exception as exc:  # bad URL, profile or client settings: report, do not crash the caller
         return GuiRun(errors=[f"GUI agent setup failed: {type(exc).__name__}: {exc}"], stopped_reason="error")
 
