@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 
-RunStatus = Literal["running", "finished", "failed", "interrupted"]
+# review: stopped at a review point, waiting for an answer (`resume` asks again); rejected: at finalize.
+RunStatus = Literal["running", "finished", "failed", "interrupted", "review", "rejected"]
 
 
 class RunRecord(BaseModel):

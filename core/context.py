@@ -16,6 +16,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webgen_agent.core.views import ReviewPoint
+
 Role = Literal["coder", "vlm", "feedback"]
 ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 CriticMode = Literal["template", "llm"]
@@ -121,6 +123,10 @@ class AgentContext(BaseModel):
     )
     scaffold: str = Field(default="", description="Project scaffold the workspace starts from (empty: none).")
     max_pages: int = Field(default=4, ge=1, description="Pages captured per step, the landing page included.")
+    review: list[ReviewPoint] = Field(
+        default_factory=list,
+        description="Where the run stops for a human (interrupt): plan, critique, shell, finalize (docs/review.md).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -146,7 +146,7 @@ class StepUpdate(TypedDict, total=False):
 class Event(TypedDict, total=False):
     """Something that happened between steps (backtrack, restart, finish)."""
 
-    kind: Literal["backtrack", "restart", "finalize", "error"]
+    kind: Literal["backtrack", "restart", "finalize", "error", "review"]
     after_step: int
     target_step: int | None
     reason: str
@@ -216,7 +216,7 @@ class AgentState(TypedDict, total=False):
     feedback: str | None  # blob hash of the critic's message for the next refiner turn
     steps: Annotated[list[Step], merge_steps]
     events: Annotated[list[Event], append_events]
-    status: Literal["running", "finished", "failed"]
+    status: Literal["running", "finished", "failed", "rejected"]  # rejected: by the reviewer at finalize
     chosen_step: int | None
     site_dir: str | None
     profile: Literal["upstream", "default"]  # the rules the run followed (exports read it)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ScreenshotJudgement(BaseModel):
@@ -124,3 +124,67 @@ class CodeCritique(BaseModel):
     verdicts: list[RequirementVerdict] = Field(description="One verdict per requirement id.")
     diagnosis: str = Field(description="The root cause of what is wrong, in a few sentences.")
     plan: list[str] = Field(description="Ordered, concrete code changes to make next.")
+
+
+# ---- human review (docs/review.md) -------------------------------------------------------------
+
+ReviewPoint = Literal["plan", "critique", "shell", "finalize"]
+REVIEW_POINTS: tuple[ReviewPoint, ...] = ("plan", "critique", "shell", "finalize")
+ReviewAction = Literal["approve", "edit", "reject"]
+
+
+class ReviewRequest(BaseModel):
+    """What a run asks its reviewer at a review point: the payload of LangGraph's ``interrupt()``."""
+
+    kind: Literal["review"] = Field(default="review", description="Marks a review request among interrupts.")
+    point: ReviewPoint
+    run_id: str
+    step: int | None = Field(description="The step the text belongs to (the chosen step for finalize).")
+    about_to: str = Field(description="What happens on approve, in one sentence.")
+    text: str = Field(description="What to review: the reply, the feedback, the command, or the chosen step.")
+    files: list[str] = Field(default_factory=list, description="plan: the files the reply writes.")
+    command: int | None = Field(default=None, description="shell: which command of the step (from 1).")
+    commands: int | None = Field(default=None, description="shell: how many commands the step asks to run.")
+    screenshot: str | None = Field(default=None, description="finalize: blob hash of the chosen step's PNG.")
+    screenshot_path: str | None = Field(default=None, description="finalize: that PNG in the run's output folder.")
+    edit_means: str = Field(description="What an edit's text replaces at this point.")
+    reject_means: str = Field(description="What reject does at this point.")
+    error: str = Field(default="", description="Why the previous answer was refused (then answer again).")
+
+
+class ReviewDecision(BaseModel):
+    """The reviewer's answer, sent as ``Command(resume=...)``: approve, edit (text and/or note) or reject."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: ReviewAction
+    text: str | None = Field(default=None, description="edit: the replacement (reply, feedback, command, step).")
+    note: str = Field(default="", description="A note for the coder (edit or reject; finalize: kept in run.json).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_action(cls, data: object) -> object:
+        """A bare action word (``"approve"``) stands for ``{"action": "approve"}``."""
+        return {"action": data.strip().lower()} if isinstance(data, str) else data
+
+    @model_validator(mode="after")
+    def _edit_says_what(self) -> ReviewDecision:
+        if self.action == "edit" and self.text is None and not self.note.strip():
+            raise ValueError("an edit needs a replacement 'text' or a 'note'")
+        if self.action != "edit" and self.text is not None:
+            raise ValueError(f"'text' is for edits; {self.action} takes only a 'note'")
+        return self
+
+
+def review_decision(value: object) -> ReviewDecision:
+    """The resume value as a decision; raises ValueError with one line saying what is wrong."""
+    try:
+        return ReviewDecision.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        expected = '{"action": "approve" | "edit" | "reject", "text": "...", "note": "..."}'
+        raise ValueError(
+            f"invalid review answer {str(value)[:120]!r}: {f'{where}: ' if where else ''}{first['msg']} "
+            f"(expected {expected})"
+        ) from None

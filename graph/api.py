@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
+from langgraph.types import Command, Interrupt
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.database import Database
@@ -26,6 +27,7 @@ from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import DEFAULT_DB, AgentContext
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
+from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
@@ -51,6 +53,7 @@ RUN_SETTINGS = (
     "requirement_checks",
     "scaffold",
     "max_pages",
+    "review",
 )
 
 
@@ -61,6 +64,19 @@ class RunResult(BaseModel):
     site_dir: str | None
     chosen_step: int | None
     summary: RunSummary
+    review: ReviewRequest | None = None  # status "review": what the run waits for an answer to
+
+
+# Answers a review request (docs/review.md); None leaves the run waiting (status "review").
+Reviewer = Callable[[ReviewRequest], Awaitable[ReviewDecision | None]]
+
+
+def pending_review(interrupts: Sequence[Interrupt]) -> ReviewRequest | None:
+    """The review request a stopped run waits on, if any (other interrupts are not reviews)."""
+    for pending in interrupts:
+        if isinstance(pending.value, dict) and pending.value.get("kind") == "review":
+            return ReviewRequest.model_validate(pending.value)
+    return None
 
 
 def run_config(run_id: str, group_id: str = "") -> RunnableConfig:
@@ -90,6 +106,8 @@ async def _drive(
     context: AgentContext,
     db_path: Database,
     on_progress: ProgressCallback | None,
+    reviewer: Reviewer | None = None,
+    answer: ReviewDecision | None = None,
 ) -> RunResult:
     warnings = []
     if context.sandbox.enabled:
@@ -103,20 +121,48 @@ async def _drive(
     config = run_config(record.run_id, record.group_id)
     async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
-        try:
-            async for mode, chunk in graph.astream(
-                graph_input, config, context=context, stream_mode=["custom", "updates"]
-            ):
-                if mode == "custom" and on_progress is not None and isinstance(chunk, dict) and "webgen" in chunk:
-                    on_progress(chunk["webgen"])
-        except BaseException as exc:
-            # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
-            interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(exc, asyncio.CancelledError)
-            status = "interrupted" if interrupted else "failed"
-            # Not awaited in a thread: a cancelled task must still record this before it unwinds.
-            runs.update(record.run_id, status=status, error=str(exc)[:2000])
-            raise
-        state = (await graph.aget_state(config)).values
+        next_input: InputState | Command | None = graph_input
+        if answer is not None:
+            next_input = Command(resume=answer.model_dump())
+        while True:
+            try:
+                async for mode, chunk in graph.astream(
+                    next_input, config, context=context, stream_mode=["custom", "updates"]
+                ):
+                    if mode == "custom" and on_progress is not None and isinstance(chunk, dict) and "webgen" in chunk:
+                        on_progress(chunk["webgen"])
+            except BaseException as exc:
+                # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
+                interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(
+                    exc, asyncio.CancelledError
+                )
+                status = "interrupted" if interrupted else "failed"
+                # Not awaited in a thread: a cancelled task must still record this before it unwinds.
+                runs.update(record.run_id, status=status, error=str(exc)[:2000])
+                raise
+            snapshot = await graph.aget_state(config)
+            request = pending_review(snapshot.interrupts)
+            if request is None:
+                break
+            # Recorded before anyone is asked: a process that dies while waiting leaves it waiting.
+            await runs.aupdate(record.run_id, status="review", error="")
+            decision = await reviewer(request) if reviewer is not None else None
+            if decision is None:
+                summary = await asyncio.to_thread(
+                    write_run_outputs, Path(record.out_dir), snapshot.values, resources.store, warnings=warnings
+                )
+                return RunResult(
+                    run_id=record.run_id,
+                    status="review",
+                    out_dir=record.out_dir,
+                    site_dir=None,
+                    chosen_step=None,
+                    summary=summary,
+                    review=request,
+                )
+            await runs.astart(record)
+            next_input = Command(resume=decision.model_dump())
+        state = snapshot.values
         summary = await asyncio.to_thread(
             write_run_outputs, Path(record.out_dir), state, resources.store, warnings=warnings
         )
@@ -149,12 +195,15 @@ async def run_requirement(
     db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
     requirements: Sequence[Mapping[str, str]] | None = None,
+    reviewer: Reviewer | None = None,
 ) -> RunResult:
     """Run the whole workflow for one requirement and return where the site is.
 
     ``requirements`` (``{"task", "expected_result"}`` each, e.g. a WebGen-Bench record's test cases)
     are what the requirement checks test; without them the feedback model writes them once per
-    requirement text.
+    requirement text. At the review points ``context.review`` names, ``reviewer`` is asked; without
+    one (or when it returns None) the run stops with status ``review`` and ``result.review`` says
+    what it waits for (``resume_run`` continues it).
     """
     if not requirement.strip():
         raise ValueError("the requirement is empty")
@@ -178,7 +227,12 @@ async def run_requirement(
     if requirements:
         graph_input["requirements"] = await asyncio.to_thread(stored_requirements, db_path, requirements)
     return await _drive(
-        graph_input, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress
+        graph_input,
+        record=record,
+        context=context,
+        db_path=Database.of(db_path),
+        on_progress=on_progress,
+        reviewer=reviewer,
     )
 
 
@@ -188,19 +242,34 @@ async def resume_run(
     context: AgentContext,
     db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
+    reviewer: Reviewer | None = None,
+    answer: ReviewDecision | None = None,
 ) -> RunResult:
-    """Continue an interrupted or failed run from its last checkpoint, into the same folder."""
+    """Continue an interrupted or failed run from its last checkpoint, into the same folder.
+
+    A run waiting for review is asked again (``reviewer``), or answered with ``answer``.
+    """
     runs = await asyncio.to_thread(RunIndex, db_path)
     record = await runs.aget(run_id)
     if record is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
     if record.status == "running":
         raise ValueError(f"run {run_id} is still running (pid {record.pid})")
-    if record.status == "finished":
-        raise ValueError(f"run {run_id} already finished")
+    if record.status in ("finished", "rejected"):
+        raise ValueError(f"run {run_id} already {record.status}")
+    if answer is not None and record.status != "review":
+        raise ValueError(f"run {run_id} does not wait for review (status {record.status})")
     # The dead process's servers and browser may still be running.
     await asyncio.to_thread(Resources.reap_orphans, db_path)
-    return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
+    return await _drive(
+        None,
+        record=record,
+        context=context,
+        db_path=Database.of(db_path),
+        on_progress=on_progress,
+        reviewer=reviewer,
+        answer=answer,
+    )
 
 
 async def run_history(

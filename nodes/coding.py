@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Literal
+from typing import Any, Literal
 
+from langgraph.func import task
 from langgraph.runtime import Runtime
 
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.core.state import AgentState, ChatRef, Step
 from webgen_agent.nodes.common import Update, store, usage_record
 from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.models import complete
+from webgen_agent.tools.models import Completion, complete
 
 
 async def load_messages(refs: list[ChatRef]) -> list[dict[str, str]]:
@@ -43,11 +44,44 @@ async def coder_turn(
     parent: int | None,
 ) -> Update:
     """Ask the coder with ``conversation`` and record the reply as a new step."""
-    completion = await complete(runtime.context.coder, "coder", await load_messages(conversation))
+    sent, completion = await ask_coder(runtime.context, conversation)
+    return await record_turn(
+        state, runtime, node_name=node_name, conversation=sent, parent=parent, completion=completion
+    )
+
+
+@task
+async def coder_reply(settings: ModelSettings, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """One coder call whose answer the checkpoint keeps: a node resumed after an interrupt gets it back."""
+    return (await complete(settings, "coder", messages)).model_dump()
+
+
+async def ask_coder(
+    context: AgentContext, conversation: list[ChatRef], *, kept: bool = False
+) -> tuple[list[ChatRef], Completion]:
+    """(what the coder was really sent, its completion); ``kept``: a LangGraph task (inside a node only)."""
+    messages = await load_messages(conversation)
+    if kept:
+        completion = Completion.model_validate(await coder_reply(context.coder, messages))
+    else:
+        completion = await complete(context.coder, "coder", messages)
     if completion.sent is not None:
         # The endpoint found the conversation too long and it was condensed (tools.condense): the
         # step records what the coder really saw, and the run goes on from there.
         conversation = [await chat_ref(m["role"], m["content"]) for m in completion.sent]
+    return conversation, completion
+
+
+async def record_turn(
+    state: AgentState,
+    runtime: Runtime[AgentContext],
+    *,
+    node_name: Literal["generator", "refiner"],
+    conversation: list[ChatRef],
+    parent: int | None,
+    completion: Completion,
+) -> Update:
+    """The coder's reply to ``conversation`` recorded as a new step (the update a coder node returns)."""
     rules = rules_for(runtime.context.profile)
     text, replaced = _valid_text(completion.text)
     parsed = parse_reply(text, rules.replies)

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState, Execution, StepUpdate
+from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
     Update,
@@ -26,6 +26,7 @@ from webgen_agent.nodes.common import (
 from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pages_error
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.nodes.review import review_commands, review_on
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
@@ -121,6 +122,14 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     blobs = resources.store
     step = current_step(state)
     parsed = parse_reply(await blobs.aget_text(step["completion"]), rules_for(context.profile).replies)
+    # shell review: every command is put to the reviewer first, before anything is written or run, so
+    # the executor, run again from its start on each resume, runs no command twice.
+    commands: list[str | None] = list(parsed.shell)
+    review_notes: list[str] = []
+    events: list[Event] = []
+    reviewed = review_on(context, "shell")
+    if reviewed and commands:
+        commands, review_notes, events = await review_commands(state, parsed.shell)
     files_before = state.get("files")
     before = await blobs.amanifest(files_before) if files_before else {}
     site = resources.site(workspace_dir(state), context)
@@ -134,9 +143,12 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
     applied = await asyncio.to_thread(apply_files, workspace, [f for f in parsed.files if f.path not in refusals])
     problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
-    for command in parsed.shell:
-        if not context.allow_shell:
-            problems.append(f"Shell action not run (shell actions are disabled): {command[:120]}")
+    problems += review_notes
+    for asked, command in zip(parsed.shell, commands, strict=True):
+        if command is None:  # refused by the reviewer (review_notes says so)
+            continue
+        if not (context.allow_shell or reviewed):
+            problems.append(f"Shell action not run (shell actions are disabled): {asked[:120]}")
             continue
         shell = await site.shell(command, timeout_s=context.install_timeout_s)
         if shell.timed_out:
@@ -166,6 +178,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             "files": files,
             "edit_step": step["index"],
             "steps": [failed],
+            "events": events,
             "consecutive_errors": state.get("consecutive_errors", 0) + 1,
             "_message": "structure: the scaffold's check failed",
         }
@@ -232,13 +245,20 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if patch.get("screenshot"):
             # The Screenshot-Judge grades it and decides whether the step errored.
             patch["errored"] = execution["install_error"] or execution["start_error"]
-            return {"files": files, "edit_step": step["index"], "steps": [patch], "_message": "captured"}
+            return {
+                "files": files,
+                "edit_step": step["index"],
+                "steps": [patch],
+                "events": events,
+                "_message": "captured",
+            }
         errored = True
     patch["errored"] = errored
     return {
         "files": files,
         "edit_step": step["index"],
         "steps": [patch],
+        "events": events,
         "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else state.get("consecutive_errors", 0),
         "_message": f"{execution['stage']}: {'ok' if not errored else (execution['error'] or '')[:80]}",
     }

@@ -1,4 +1,8 @@
-"""Finalize: choose the best step (or the last one), write its files as the site, record the run."""
+"""Finalize: choose the best step (or the last one), write its files as the site, record the run.
+
+With ``finalize`` review the choice is put to the reviewer first (after the screenshots are written,
+so the request can name the chosen step's PNG): approve, choose another step, or reject (no site).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,12 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.outputs import write_run_outputs
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState
+from webgen_agent.core.state import AgentState, Event, Step
+from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.nodes.common import Update, node, workspace_dir
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.nodes.selection import best_step, code_steps, step_files
 
 
@@ -24,28 +30,83 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     steps = state.get("steps", [])
     if runtime.context.select_best:
         chosen = best_step(steps, rules_for(runtime.context.profile).selection)
+        reason = "best step"
     else:
         edits = code_steps(steps)
         chosen = edits[-1] if edits else None
+        reason = "last step"
     out_dir = Path(state["out_dir"])
+    events: list[Event] = []
+    status = "finished"
+    if review_on(runtime.context, "finalize"):
+        chosen, decision = await _reviewed_choice(state, chosen, out_dir)
+        events.append(review_event("finalize", chosen["index"] if chosen else None, decision))
+        if decision.action == "edit" and decision.text is not None:
+            reason = "chosen by the reviewer"
+        if decision.action == "reject":
+            chosen, status, reason = None, "rejected", "rejected by the reviewer"
     site_dir = out_dir / "site"
     await resources.stop_site(workspace_dir(state))
     if chosen is not None:
         await resources.store.amaterialize(step_files(chosen, steps), site_dir)
     update: Update = {
-        "status": "finished",
+        "status": status,
         "chosen_step": chosen["index"] if chosen else None,
         "site_dir": str(site_dir) if chosen else None,
         "events": [
+            *events,
             {
                 "kind": "finalize",
                 "after_step": state.get("current", -1),
                 "target_step": chosen["index"] if chosen else None,
-                "reason": "best step" if runtime.context.select_best else "last step",
-            }
+                "reason": reason,
+            },
         ],
     }
     final = {**state, **update, "events": [*state.get("events", []), *update["events"]]}
     await asyncio.to_thread(write_run_outputs, out_dir, final, resources.store)
-    update["_message"] = f"chose step {update['chosen_step']}"
+    update["_message"] = f"chose step {update['chosen_step']}" if status == "finished" else status
     return update
+
+
+async def _reviewed_choice(state: AgentState, chosen: Step | None, out_dir: Path) -> tuple[Step | None, ReviewDecision]:
+    """The step the reviewer settles on (edit: a step number) and the decision."""
+    steps = state.get("steps", [])
+    # Idempotent: the screenshots (steps/N.png) and run.json so far, for the reviewer to look at.
+    await asyncio.to_thread(write_run_outputs, out_dir, dict(state), get_resources().store)
+    choosable = {s["index"]: s for s in code_steps(steps)}
+
+    def check(decision: ReviewDecision) -> str:
+        if decision.action != "edit" or decision.text is None:
+            return ""
+        number = decision.text.strip()
+        if not number.isdigit() or int(number) not in choosable:
+            listed = ", ".join(map(str, choosable)) or "none"
+            return f"an edit's text names the step to finish with; {number!r} is not one of the code steps ({listed})"
+        return ""
+
+    shot = chosen.get("screenshot") if chosen else None
+    text = (
+        f"step {chosen['index']}: {chosen['summary']} (screenshot {chosen['screenshot_score']}/5, "
+        f"GUI {chosen['gui_score']}/5)"
+        if chosen
+        else "no step produced a website"
+    )
+    decision = ask_review(
+        ReviewRequest(
+            point="finalize",
+            run_id=state.get("run_id", ""),
+            step=chosen["index"] if chosen else None,
+            about_to="The run is about to end with this step's files as the site.",
+            text=text,
+            screenshot=shot,
+            screenshot_path=str(out_dir / "steps" / f"{chosen['index']}.png") if shot and chosen else None,
+            edit_means="text is the number of another code step to finish with; a note is kept in run.json.",
+            reject_means="the run ends without a site (status rejected); "
+            "`webgen-agent fork RUN_ID --step N --note ...` continues from any step.",
+        ),
+        check,
+    )
+    if decision.action == "edit" and decision.text is not None:
+        chosen = choosable[int(decision.text.strip())]
+    return chosen, decision

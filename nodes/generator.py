@@ -15,13 +15,17 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState
+from webgen_agent.core.state import AgentState, ChatRef, Event
+from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.coding import chat_ref, coder_turn
+from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
 from webgen_agent.nodes.common import Update, node, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.nodes.review import ask_review, review_event, review_on
+from webgen_agent.tools.bolt import parse_reply
+from webgen_agent.tools.models import Usage
 from webgen_agent.tools.scaffolds import load_scaffold
 
 
@@ -66,11 +70,16 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     get_resources().warm_browser(runtime.context)  # ready by the first capture
     warm_gui_agent()
     instruction = None
+    reviewed = review_on(runtime.context, "plan")
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
-    if runtime.context.loop == "webgen-agent" and not state.get("test_instruction"):
+    # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
+    if runtime.context.loop == "webgen-agent" and not state.get("test_instruction") and not reviewed:
         instruction = asyncio.create_task(early_test_instruction(runtime.context, state["requirement"]))
     try:
-        update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
+        if reviewed:
+            update = await reviewed_plan(state, runtime, conversation)
+        else:
+            update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
     except BaseException:
         if instruction is not None:
             instruction.cancel()
@@ -85,4 +94,55 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     update["files"] = files  # the scaffold the workspace starts from, or nothing
     update["profile"] = rules.name
     update.update(run_identity(state, runtime.context))
+    return update
+
+
+async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conversation: list[ChatRef]) -> Update:
+    """plan: the first reply put to the reviewer before anything is written; asked again until approved.
+
+    Every coder call is a kept task (``ask_coder(kept=True)``), so the node, run again from its
+    start on each resume, gets its earlier replies back from the checkpoint instead of asking again.
+    The step records the conversation that produced the reply finally used, and the tokens of all.
+    """
+    first = conversation
+    events: list[Event] = []
+    spent = Usage()
+    while True:
+        sent, completion = await ask_coder(runtime.context, conversation, kept=True)
+        spent = spent + completion.usage
+        index = len(state.get("steps") or [])
+        parsed = parse_reply(completion.text, rules_for(runtime.context.profile).replies)
+        decision = ask_review(
+            ReviewRequest(
+                point="plan",
+                run_id=state.get("run_id") or run_identity(state, runtime.context).get("run_id", ""),
+                step=index,
+                about_to="The generator's reply is about to be written to the workspace and run.",
+                text=completion.text,
+                files=[f.path for f in parsed.files],
+                edit_means="text replaces the reply (used as if the coder wrote it); a note alone asks the "
+                "coder to revise its reply following the note.",
+                reject_means="the reply is dropped and the coder is asked again from the requirement, with the note.",
+            )
+        )
+        events.append(review_event("plan", index, decision))
+        if decision.action == "approve":
+            break
+        if decision.action == "edit" and decision.text is not None:
+            completion = completion.model_copy(update={"text": decision.text})
+            break
+        if decision.action == "edit":
+            answer = await chat_ref("assistant", completion.text)
+            conversation = [*sent, answer, await chat_ref("user", prompts.PLAN_REVISE.format(note=decision.note))]
+        else:
+            request = await load_messages(first[-1:])
+            conversation = [
+                *first[:-1],
+                await chat_ref("user", prompts.with_review_note(request[0]["content"], decision.note)),
+            ]
+    completion = completion.model_copy(update={"usage": spent})
+    update = await record_turn(
+        state, runtime, node_name="generator", conversation=sent, parent=None, completion=completion
+    )
+    update["events"] = events
     return update

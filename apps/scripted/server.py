@@ -122,6 +122,7 @@ class ScriptedModel:
             agent_step=facts.agent is not None if facts else False,
             rule_index=rule_index,
             status=status,
+            last_user_text=facts.last_user_text if facts else "",
         )
         with self._log_lock:
             self._log.append(record)

@@ -207,6 +207,7 @@ class RequestRecord(BaseModel):
     agent_step: bool = Field(description="The request came from a browser-use agent step.")
     rule_index: int | None = Field(description="Index of the rule that answered; None when none matched.")
     status: int = Field(description="HTTP status sent; 0 when the connection was dropped mid-answer.")
+    last_user_text: str = Field(default="", description="The text of the request's last user message.")
 
 
 # ---- wire format (OpenAI chat.completion) ----
