@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
@@ -18,6 +19,7 @@ from webgen_agent.apps.cli.common import (
     SharedPolicyFlag,
     console,
     db_option,
+    errors,
     fail,
     loop_overrides,
     make_context,
@@ -25,11 +27,15 @@ from webgen_agent.apps.cli.common import (
     print_result,
     resolve_db,
     run_async,
-    run_with_view,
     with_model_flags,
 )
+from webgen_agent.apps.review import ReviewFlag, review_points, run_with_review, waiting_line
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import CriticMode, Profile, Settings
+from webgen_agent.core.views import ReviewPoint
+
+if TYPE_CHECKING:
+    from webgen_agent.graph.api import RunResult
 
 app = typer.Typer()
 
@@ -52,6 +58,7 @@ def run(
     shared_policy: SharedPolicyFlag = False,
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
+    review: ReviewFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -67,6 +74,7 @@ def run(
         critic=critic,
         allow_shell=allow_shell or None,
         profile=profile,
+        review=_points(review),
         **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
     )
     from webgen_agent.checkpoints.runs import new_run_id
@@ -75,9 +83,10 @@ def run(
     console.print(f"run id: [bold]{run_id}[/bold]")
     try:
         result = run_async(
-            run_with_view(
+            run_with_review(
+                console,
                 f"run {run_id}",
-                lambda on_event: run_requirement(
+                lambda on_event, reviewer: run_requirement(
                     requirement,
                     context=context,
                     run_id=run_id,
@@ -85,12 +94,13 @@ def run(
                     group_id=group_id,
                     db_path=resolve_db(settings.db),
                     on_progress=on_event,
+                    reviewer=reviewer,
                 ),
             )
         )
     except (ModelCallError, ValueError) as exc:
         fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
-    print_result(result)
+    _finish(result)
 
 
 @app.command()
@@ -98,27 +108,64 @@ def run(
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
     no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    review: ReviewFlag = None,
+    answer: Annotated[
+        str | None,
+        typer.Option(help='Answer the review the run waits for, as JSON: {"action": "approve"|"edit"|"reject", ...}.'),
+    ] = None,
     *,
     settings: Settings,
 ) -> None:
-    """Continue an interrupted or failed run from its last checkpoint."""
+    """Continue an interrupted or failed run from its last checkpoint (a run waiting for review is asked again)."""
+    from webgen_agent.core.views import review_decision
     from webgen_agent.graph.api import resume_run
     from webgen_agent.tools.models import ModelCallError
 
     recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
+    points = _points(review)
+    if points is not None:
+        recorded["review"] = points
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     try:
+        decision = review_decision(json.loads(answer)) if answer is not None else None
+    except (ValueError, json.JSONDecodeError) as exc:
+        fail(f"--answer: {exc}")
+    try:
         result = run_async(
-            run_with_view(
+            run_with_review(
+                console,
                 f"resume {run_id}",
-                lambda on_event: resume_run(
-                    run_id, context=context, db_path=resolve_db(settings.db), on_progress=on_event
+                lambda on_event, reviewer: resume_run(
+                    run_id,
+                    context=context,
+                    db_path=resolve_db(settings.db),
+                    on_progress=on_event,
+                    reviewer=reviewer,
+                    answer=decision,
                 ),
             )
         )
     except (ModelCallError, ValueError) as exc:
         fail(str(exc), code=1)
+    _finish(result)
+
+
+WAITING_EXIT_CODE = 3  # the run waits for review (docs/review.md)
+
+
+def _points(values: list[str] | None) -> list[ReviewPoint] | None:
+    try:
+        return review_points(values)
+    except ValueError as exc:
+        fail(f"--review: {exc}")
+
+
+def _finish(result: RunResult) -> None:
+    """The step table; a run left waiting for review says so and how to answer, and exits with 3."""
     print_result(result)
+    if result.review is not None:
+        errors.print(f"[yellow]{escape(waiting_line(result.review))}[/yellow]", soft_wrap=True)
+        raise typer.Exit(WAITING_EXIT_CODE)
 
 
 @app.command()
