@@ -9,6 +9,7 @@ outside the run, the planted secret nowhere in what the run stored, no hang, no 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pytest
 
 from tests.hostile_corpus import FILES, NPM, PAGES, Case
 from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
@@ -83,7 +85,15 @@ def _escapes() -> set[Path]:
     return found
 
 
-async def replay(cases: list[Case], base: Path, secret: Path, **context: Any) -> Replay:
+async def replay(
+    cases: list[Case],
+    base: Path,
+    secret: Path,
+    *,
+    judge: dict[str, Any] = JUDGE,
+    agent_rules: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    **context: Any,
+) -> Replay:
     port = free_port()
     other = f"http://127.0.0.1:{port}/v1/models"  # another local service: the model server itself
     rules: list[dict[str, Any]] = [
@@ -96,9 +106,10 @@ async def replay(cases: list[Case], base: Path, secret: Path, **context: Any) ->
     ]
     rules += [
         {"model": "scripted-coder", "content": "finish"},
-        {"model": "scripted-vlm", "schema": "ScreenshotJudgement", "json": JUDGE},
+        {"model": "scripted-vlm", "schema": "ScreenshotJudgement", "json": judge},
         {"model": "scripted-feedback", "schema": "Critique", "json": {"checks": [], "diagnosis": "-", "plan": ["-"]}},
         {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Look at the page."}},
+        *(json.loads(json.dumps(r).replace("{other}", other)) for r in agent_rules),
     ]
     scenario = Scenario.model_validate({"name": "hostile-corpus", "rules": rules})
     before = _escapes()
@@ -152,6 +163,54 @@ async def npm_run(tmp_path_factory, chromium_path, secret):
 @pytest.fixture(scope="module")
 async def pages_run(tmp_path_factory, chromium_path, secret):
     return await replay(PAGES, tmp_path_factory.mktemp("corpus-pages"), secret, page_timeout_s=6.0)
+
+
+# What the GUI agent tries on every hostile page: leave for a local file, then for another local
+# service (the model server itself, reachable here, unlike the internet).
+GUI_AGENT = [
+    {"model": "scripted-vlm", "turn": 0, "agent": {"actions": [{"navigate": {"url": "file:///etc/passwd"}}]}},
+    {"model": "scripted-vlm", "turn": 1, "agent": {"actions": [{"navigate": {"url": "{other}"}}]}},
+    {"model": "scripted-vlm", "agent": {"actions": [{"done": {"text": "NO - nothing works.", "success": False}}]}},
+    {
+        "model": "scripted-feedback",
+        "schema": "GuiVerdict",
+        "json": {"passed": False, "score": 2, "suggestions": ["Make it work."]},
+    },
+]
+# The hostile pages whose capture succeeds (one that never yields or navigates away fails it: no GUI test).
+GUI_PAGES = [
+    c for c in PAGES if c.name not in ("a page that loops forever", "a page that navigates to an external host")
+]
+
+
+@pytest.fixture(scope="module")
+async def gui_run(tmp_path_factory, chromium_path, secret):
+    """The hostile pages judged good-looking, so that a GUI agent tests each: recorded what it was shown."""
+    seen: list[str] = []
+    original = scripted_server.request_facts
+
+    def recording(body: dict[str, Any]):
+        facts = original(body)
+        if facts.model == "scripted-vlm":
+            seen.append(facts.all_text)
+        return facts
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(scripted_server, "request_facts", recording)
+    try:
+        run = await replay(
+            GUI_PAGES,
+            tmp_path_factory.mktemp("corpus-gui"),
+            secret,
+            judge={**JUDGE, "score": 5},
+            agent_rules=GUI_AGENT,
+            page_timeout_s=6.0,
+            gui_max_actions=3,
+            gui_timeout_s=60.0,
+        )
+    finally:
+        patch.undo()
+    return run, seen
 
 
 def test_the_corpus_has_at_least_30_replies():
@@ -240,3 +299,20 @@ async def test_pages_stay_on_their_own_origin(pages_run):
         assert step.get("screenshot"), name  # the capture finished with a picture despite the page
         assert sum(step["timings"].values()) < 120, name
     assert pages_run.step("a page that loops forever")["execution"]["stage"] == "render"
+
+
+async def test_gui_agents_on_hostile_pages_finish_and_stay_on_the_site(gui_run):
+    run, seen = gui_run
+    assert run.status == "finished"
+    for case in run.cases:
+        step = run.step(case.name)
+        assert step.get("gui_run"), f"{case.name}: no GUI test ran"
+        record = run.store.get_json(step["gui_run"])
+        names = [action["name"] for action in record["actions"]]
+        assert names[:2] == ["navigate", "navigate"], (case.name, record)
+        assert record["seconds"] < 60, case.name  # dialogs, popups and downloads did not stall the agent
+        assert all(action["error"] for action in record["actions"][:2]), (case.name, record["actions"])
+        text = json.dumps(record)
+        assert "root:x:0:0" not in text and "owned_by" not in text, case.name
+    # Nothing of another origin reached the model: the agent's page states hold neither page.
+    assert seen and not any("root:x:0:0" in t or "owned_by" in t for t in seen)
