@@ -201,6 +201,20 @@ NPM = [
         edit(package({"dev": "node -e \"console.error('boom'); process.exit(7)\""})),
         ("exited with code",),
     ),
+    # Last of its group: the files it leaves keep the workspace over the cap (the group runs at 32 MB).
+    Case(
+        "postinstall fills the workspace past its size cap",
+        edit(
+            package(
+                {
+                    "postinstall": "for i in 1 2 3 4; do head -c 10000000 /dev/zero > fill$i.bin; done",
+                    "dev": "node server.js",
+                }
+            ),
+            file("server.js", SERVER_JS.replace("{host}", "127.0.0.1")),
+        ),
+        ("over the 32 MB cap",),
+    ),
 ]
 
 

@@ -157,6 +157,7 @@ async def npm_run(tmp_path_factory, chromium_path, secret):
         install_timeout_s=60.0,
         start_timeout_s=6.0,
         page_timeout_s=8.0,
+        sandbox=SandboxSettings(workspace_mb=32),
     )
 
 
@@ -279,6 +280,12 @@ async def test_dev_servers_that_misbehave(npm_run):
     assert npm_run.step("a dev server on 0.0.0.0")["execution"]["ok"]
     fake = npm_run.step("a fake Local: URL pointing at another service")["execution"]
     assert not fake["ok"] and fake["stage"] == "start"
+    full = npm_run.step("postinstall fills the workspace past its size cap")["execution"]
+    assert (
+        not full["ok"]
+        and full["stage"] == "install"
+        and not npm_run.page_text("postinstall fills the workspace past its size cap")
+    )
     for name in ("a dev script that loops forever", "a dev script that never listens"):
         assert npm_run.step(name)["execution"]["stage"] == "start"
         assert sum(npm_run.step(name)["timings"].values()) < 120

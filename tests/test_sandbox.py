@@ -3,6 +3,7 @@ the dependency cache it cannot write, and the one-line error and warning around 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -231,3 +232,31 @@ async def test_no_sandbox_runs_unconfined_with_a_warning_in_run_json_and_the_pro
     summary = json.loads((Path(result.out_dir) / "run.json").read_text())
     assert any("--no-sandbox" in w and "unconfined" in w for w in summary["warnings"])
     assert "warning: The sandbox is off" in console.export_text()
+
+
+async def test_a_kept_dev_server_that_fills_the_workspace_is_stopped_at_the_next_step(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "package.json").write_text('{"name": "filler", "private": true, "scripts": {"dev": "node server.js"}}')
+    # Answers at once, then writes 40 MB into the project, each file under the per-file limit.
+    (workspace / "server.js").write_text(
+        "const fs = require('fs');"
+        "require('http').createServer((q, s) => s.end('<h1>ok</h1>')).listen(Number(process.env.PORT), '127.0.0.1',"
+        " () => setTimeout(() => { for (let i = 0; i < 4; i++) fs.writeFileSync('fill' + i + '.bin',"
+        " Buffer.alloc(10000000)); fs.writeFileSync('filled', 'yes'); }, 200));"
+    )
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", sandbox=SandboxSettings(workspace_mb=32))
+    try:
+        first = await runner.ensure_running()
+        assert first.ok, first.error
+        deadline = time.monotonic() + 60
+        while not (workspace / "filled").exists():
+            assert time.monotonic() < deadline, "the server never wrote its files"
+            await asyncio.sleep(0.1)
+        server = runner.server
+        assert server is not None
+        second = await runner.ensure_running(set())  # the next step, nothing edited: the server is kept
+        assert not second.ok and second.stage == "start" and "over the 32 MB cap" in (second.error or "")
+        assert runner.server is None and not server.alive
+    finally:
+        await runner.stop()

@@ -55,8 +55,9 @@ _POLL_S = 0.1
 class ExecutionResult(BaseModel):
     """Outcome of ``SiteRunner.ensure_running``.
 
-    Stages: ``install`` (package.json unreadable, npm failed or timed out), ``start`` (nothing to
-    run, the server exited, or it never accepted a connection before the deadline), ``http`` (it
+    Stages: ``install`` (package.json unreadable, npm failed or timed out, or the install took the
+    workspace over the sandbox's size cap), ``start`` (nothing to run, the server exited, it never
+    accepted a connection before the deadline, or the workspace is over the size cap), ``http`` (it
     answered, but only with 4xx/5xx), ``ok`` (``url`` answers 200-399).
     """
 
@@ -191,7 +192,15 @@ class SiteRunner:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            return await self._ensure_running(changed_paths, served_before or {})
+            result = await self._ensure_running(changed_paths, served_before or {})
+            # After the install, the start and whatever a kept server wrote since the last step: the
+            # cap holds for all of them, not only for shell actions (a walk of a typical Vite
+            # project, node_modules included, takes tens of milliseconds).
+            if result.ok and (too_big := await asyncio.to_thread(self.size_problem)):
+                await self.stop()
+                stage: Stage = "install" if result.install_ran and not result.install_cached else "start"
+                return result.model_copy(update={"ok": False, "stage": stage, "url": None, "server_pid": None, "error": too_big})
+            return result
 
     async def _ensure_running(
         self, changed_paths: set[str] | None, served_before: dict[str, ServedModule]
