@@ -199,7 +199,9 @@ class SiteRunner:
             if result.ok and (too_big := await asyncio.to_thread(self.size_problem)):
                 await self.stop()
                 stage: Stage = "install" if result.install_ran and not result.install_cached else "start"
-                return result.model_copy(update={"ok": False, "stage": stage, "url": None, "server_pid": None, "error": too_big})
+                return result.model_copy(
+                    update={"ok": False, "stage": stage, "url": None, "server_pid": None, "error": too_big}
+                )
             return result
 
     async def _ensure_running(
