@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,30 +17,33 @@ async def preview_folder(
     folder: Path, screenshot: Path, *, viewport: tuple[int, int], start_timeout_s: float
 ) -> dict[str, Any]:
     """Install if needed, start, load the page; write the PNG; report what happened."""
-    with tempfile.TemporaryDirectory(prefix="webgen-preview-") as scratch:
-        registry = ProcessRegistry(Path(scratch) / "processes.json")
-        runner = SiteRunner(
-            folder.resolve(),
-            registry=registry,
-            start_timeout_s=start_timeout_s,
-            log_dir=Path(scratch) / "logs",
-            deps_cache_dir=None,
-        )
-        try:
-            result = await runner.ensure_running(None)
-            report: dict[str, Any] = {"ok": result.ok, "stage": result.stage, "url": result.url, "error": result.error}
-            if result.ok and result.url:
-                async with SharedBrowser(find_chromium(), registry=registry) as browser:
-                    capture = await browser.capture(result.url, viewport=viewport)
-                if capture.png:
-                    screenshot.parent.mkdir(parents=True, exist_ok=True)
-                    screenshot.write_bytes(capture.png)
-                    report["screenshot"] = str(screenshot)
-                report.update(
-                    title=capture.title, render_error=capture.render_error, page_errors=capture.page_errors[:5]
-                )
-                report["ok"] = capture.render_error is None
-            return report
-        finally:
-            await runner.stop()
-            registry.kill_all()
+    scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="webgen-preview-")
+    registry = ProcessRegistry(Path(scratch.name) / "processes.json")
+    runner = SiteRunner(
+        await asyncio.to_thread(folder.resolve),
+        registry=registry,
+        start_timeout_s=start_timeout_s,
+        log_dir=Path(scratch.name) / "logs",
+        deps_cache_dir=None,
+    )
+    try:
+        result = await runner.ensure_running(None)
+        report: dict[str, Any] = {"ok": result.ok, "stage": result.stage, "url": result.url, "error": result.error}
+        if result.ok and result.url:
+            async with SharedBrowser(await asyncio.to_thread(find_chromium), registry=registry) as browser:
+                capture = await browser.capture(result.url, viewport=viewport)
+            if capture.png:
+                await asyncio.to_thread(_write_png, screenshot, capture.png)
+                report["screenshot"] = str(screenshot)
+            report.update(title=capture.title, render_error=capture.render_error, page_errors=capture.page_errors[:5])
+            report["ok"] = capture.render_error is None
+        return report
+    finally:
+        await runner.stop()
+        await asyncio.to_thread(registry.kill_all)
+        await asyncio.to_thread(scratch.cleanup)
+
+
+def _write_png(path: Path, png: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)

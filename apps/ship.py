@@ -10,6 +10,7 @@ Chromium: a page that throws or renders nothing is never packed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import time
@@ -218,28 +219,21 @@ async def ship_run(
 ) -> ShipResult:
     """Pack a step of ``run_id`` into ``out`` (see the module docstring); ShipError says why not."""
     db_path = Database.of(db_path)
-    if not db_path.exists():
-        raise ShipError(f"no database at {db_path}")
-    if out.is_dir():
-        raise ShipError(f"{out} is a folder; --out names the zip file to write")
+    await asyncio.to_thread(_check_paths, db_path, out)
     state = await final_state(db_path, run_id)
-    if not state.get("steps") and RunIndex(db_path).get(run_id) is None:
+    if not state.get("steps") and await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is None:
         raise ShipError(f"no run {run_id} in {db_path}")
     chosen = pick_step(state, run_id, step)
-    store = BlobStore(db_path)
+    store = await asyncio.to_thread(BlobStore, db_path)
     try:
-        manifest = {rel: blob for rel, blob in store.manifest(chosen["files"] or "").items() if shipped(rel)}
         if not build:
-            blobs = store.get_many(manifest.values())
-            count = write_zip(out, ((rel, blobs[blob]) for rel, blob in manifest.items()))
-            return ShipResult(
-                run_id=run_id, step=chosen["index"], zip_path=str(out), files=count, bytes=out.stat().st_size
-            )
-        db_path.local_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".ship-", dir=db_path.local_dir) as tmp:
-            work_dir = Path(tmp)
-            project = work_dir / "project"
-            store.materialize(chosen["files"], project)
+            count, size = await asyncio.to_thread(_pack_sources, store, chosen["files"] or "", out)
+            return ShipResult(run_id=run_id, step=chosen["index"], zip_path=str(out), files=count, bytes=size)
+        await asyncio.to_thread(db_path.local_dir.mkdir, parents=True, exist_ok=True)
+        scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix=".ship-", dir=db_path.local_dir)
+        try:
+            project = Path(scratch.name) / "project"
+            await asyncio.to_thread(store.materialize, chosen["files"], project)
             return await _build_and_pack(
                 run_id,
                 chosen["index"],
@@ -251,8 +245,30 @@ async def ship_run(
                 sandbox=sandbox,
                 browser=browser,
             )
+        finally:
+            await asyncio.to_thread(scratch.cleanup)
     finally:
         store.close()
+
+
+def _check_paths(db_path: Database, out: Path) -> None:
+    if not db_path.exists():
+        raise ShipError(f"no database at {db_path}")
+    if out.is_dir():
+        raise ShipError(f"{out} is a folder; --out names the zip file to write")
+
+
+def _pack_sources(store: BlobStore, files: str, out: Path) -> tuple[int, int]:
+    """The step's files (as ``shipped`` keeps them) zipped into ``out``: (files, zip bytes)."""
+    manifest = {rel: blob for rel, blob in store.manifest(files).items() if shipped(rel)}
+    blobs = store.get_many(manifest.values())
+    count = write_zip(out, ((rel, blobs[blob]) for rel, blob in manifest.items()))
+    return count, out.stat().st_size
+
+
+def _pack_folder(output: Path, out: Path) -> tuple[int, int]:
+    count = write_zip(out, folder_entries(output))
+    return count, out.stat().st_size
 
 
 async def _build_and_pack(
@@ -270,7 +286,7 @@ async def _build_and_pack(
     registry = registry_for(db_path)
     work_dir = project.parent
     seconds = 0.0
-    if (project / "package.json").is_file():
+    if await asyncio.to_thread((project / "package.json").is_file):
         output, seconds = await build_site(
             project,
             deps_cache_dir=deps_cache_for(db_path),
@@ -282,19 +298,19 @@ async def _build_and_pack(
     else:
         output = project  # a static site is its own output
     own = browser is None
-    shared = browser or SharedBrowser(find_chromium(chromium), registry=registry)
+    shared = browser or SharedBrowser(await asyncio.to_thread(find_chromium, chromium), registry=registry)
     try:
         capture = await check_renders(output, browser=shared, work_dir=work_dir, registry=registry)
     finally:
         if own:
             await shared.close()
-    count = write_zip(out, folder_entries(output))
+    count, size = await asyncio.to_thread(_pack_folder, output, out)
     return ShipResult(
         run_id=run_id,
         step=index,
         zip_path=str(out),
         files=count,
-        bytes=out.stat().st_size,
+        bytes=size,
         built=output != project,
         output_dir=output.relative_to(project).as_posix() if output != project else ".",
         checked_url=capture.url,

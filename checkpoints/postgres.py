@@ -67,11 +67,9 @@ async def _postgres_ready(conn: Any, latest: int) -> bool:
 
 
 async def _with_async_schema_lock(conn: Any, change: Callable[[], Awaitable[None]]) -> None:
-    """``database.with_schema_lock`` for an async connection."""
-    while not (await (await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", [SCHEMA_LOCK_KEY])).fetchone())[
-        "got"
-    ]:
-        await asyncio.sleep(0.05)
+    """``database.with_schema_lock`` for an async connection: the server holds the wait (the async
+    driver awaits it), so no polling and no blocked event loop."""
+    await conn.execute("SELECT pg_advisory_lock(%s)", [SCHEMA_LOCK_KEY])
     try:
         await change()
     finally:

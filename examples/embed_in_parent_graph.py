@@ -101,11 +101,14 @@ async def run_pipeline(
     """Run the host graph once; ``on_event(namespace, event)`` gets every progress event of the agent."""
     # The agent's nodes use a blob store, a Chromium and dev servers bound for the duration of the
     # run; the checkpointer makes the whole pipeline (agent included) resumable.
-    async with use_resources(Resources(db_path, chromium=context.chromium)), open_checkpointer(db_path) as saver:
+    # Opening the store and resolving paths touch the disk: done in a worker thread, off the event loop.
+    resources = await asyncio.to_thread(Resources, db_path, chromium=context.chromium)
+    folder = await asyncio.to_thread(out_dir.resolve)
+    async with use_resources(resources), open_checkpointer(db_path) as saver:
         pipeline = build_pipeline(saver)
         config = {"configurable": {"thread_id": f"pipeline-{uuid.uuid4().hex[:8]}"}, "recursion_limit": 1000}
         async for namespace, mode, chunk in pipeline.astream(
-            {"brief": brief, "out_dir": str(out_dir.resolve())},
+            {"brief": brief, "out_dir": str(folder)},
             config,
             context=context,
             stream_mode=["custom", "updates"],

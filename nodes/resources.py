@@ -129,7 +129,7 @@ class Resources:
         return runner
 
     async def stop_site(self, workspace: Path) -> None:
-        runner = self._sites.pop(workspace.resolve(), None)
+        runner = self._sites.pop(await asyncio.to_thread(workspace.resolve), None)
         if runner is not None:
             await runner.stop()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -9,12 +10,31 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import iter_project_files
+
+T = TypeVar("T")
+
+
+async def eventually(
+    check: Callable[[], T], *, timeout_s: float, what: str, off_loop: bool = True, interval_s: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy and return that; fail naming ``what`` after
+    ``timeout_s``. For conditions of the outside world (files, processes, logs) that nothing
+    signals; ``check`` runs in a worker thread unless ``off_loop`` is False (loop-bound objects)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await asyncio.to_thread(check) if off_loop else check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s:g} s"
+        await asyncio.sleep(interval_s)
 
 
 def checkpoint_count(db: str | Path, run_id: str) -> int:

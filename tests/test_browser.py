@@ -18,6 +18,7 @@ import pytest
 from PIL import Image
 from websockets.asyncio.client import connect
 
+from tests.helpers import eventually
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
@@ -157,14 +158,13 @@ async def test_vite_error_overlay_from_a_real_syntax_error(
 async def test_cdp_url_and_restart_after_the_browser_died(chromium_path: str, tmp_path: Path, pages: str) -> None:
     registry = ProcessRegistry(tmp_path / "processes.jsonl")
     async with SharedBrowser(chromium_path, registry=registry) as browser:
-        version = httpx.get(browser.cdp_url + "/json/version", trust_env=False).json()
+        async with httpx.AsyncClient(trust_env=False) as http:
+            version = (await http.get(browser.cdp_url + "/json/version")).json()
         assert "webSocketDebuggerUrl" in version
         first_pid = browser.pid
         assert [e.pid for e in registry.entries()] == [first_pid]
         os.killpg(first_pid, signal.SIGKILL)  # the whole browser dies
-        deadline = time.monotonic() + 5
-        while browser.healthy and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await eventually(lambda: not browser.healthy, timeout_s=15, what="the browser noticing it died", off_loop=False)
         capture = await browser.capture(pages + "/good.html")
         assert "Welcome" in capture.visible_text and browser.pid != first_pid
     assert registry.entries() == []

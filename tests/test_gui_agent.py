@@ -262,9 +262,9 @@ async def test_page_that_never_loads_ends_at_the_deadline() -> None:
     assert run.seconds < 40  # deadline plus bounded cleanup, on a loaded machine
 
 
-@pytest.mark.e2e
-@needs_chromium
-async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Path) -> None:
+@pytest.fixture
+def attached_chromium(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A Chromium started outside the GUI agent, and its DevTools URL."""
     profile = tmp_path / "profile"
     chromium = subprocess.Popen(
         [
@@ -291,24 +291,29 @@ async def test_cdp_attached_browser_is_left_running(site_url: str, tmp_path: Pat
         while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
             time.sleep(0.05)
         port = port_file.read_text().split()[0]
-        async with scripted(TODO_RULES) as server:
-            run = await run_gui_agent(
-                url=site_url,
-                task=TASK,
-                settings=GuiAgentSettings(
-                    model="vlm",
-                    base_url=server.base_url,
-                    api_key="k",
-                    cdp_url=f"http://127.0.0.1:{port}",
-                    timeout_s=90,
-                ),
-            )
-        assert run.stopped_reason == "done", run.errors
-        assert run.final_answer == "YES - Buy milk is listed"
-        assert chromium.poll() is None  # the attached browser still runs
+        yield chromium, f"http://127.0.0.1:{port}"
     finally:
         chromium.terminate()
         chromium.wait(timeout=10)
+
+
+@pytest.mark.e2e
+@needs_chromium
+async def test_cdp_attached_browser_is_left_running(
+    site_url: str, attached_chromium: tuple[subprocess.Popen, str]
+) -> None:
+    chromium, cdp_url = attached_chromium
+    async with scripted(TODO_RULES) as server:
+        run = await run_gui_agent(
+            url=site_url,
+            task=TASK,
+            settings=GuiAgentSettings(
+                model="vlm", base_url=server.base_url, api_key="k", cdp_url=cdp_url, timeout_s=90
+            ),
+        )
+    assert run.stopped_reason == "done", run.errors
+    assert run.final_answer == "YES - Buy milk is listed"
+    assert chromium.poll() is None  # the attached browser still runs
 
 
 def test_gui_action_and_run_defaults() -> None:

@@ -126,12 +126,17 @@ async def replay(
         )
     seconds = time.monotonic() - started
     state = await final_state(base / "webgen.db", "corpus")
-    assert _escapes() == before, "a file escaped the sandbox"
+    await asyncio.to_thread(_assert_nothing_leaked, base, secret, before)
+    return Replay(list(cases), state, BlobStore(base / "webgen.db"), base, result.status, seconds)
+
+
+def _assert_nothing_leaked(base: Path, secret: Path, escapes_before: Any) -> None:
+    """No file appeared outside the sandbox, the secret is untouched and no stored file holds it."""
+    assert _escapes() == escapes_before, "a file escaped the sandbox"
     assert secret.read_text() == SECRET_VALUE
     for stored in base.rglob("*"):
         if stored.is_file() and not stored.is_symlink() and stored.stat().st_size < 200_000_000:
             assert SECRET_VALUE.encode() not in stored.read_bytes(), f"the secret reached {stored}"
-    return Replay(list(cases), state, BlobStore(base / "webgen.db"), base, result.status, seconds)
 
 
 @pytest.fixture(scope="module")
@@ -229,11 +234,11 @@ def _check_messages(run: Replay) -> None:
 # -- files -------------------------------------------------------------------------------------
 
 
-async def test_file_and_shell_replies_end_in_clear_messages(files_run):
+def test_file_and_shell_replies_end_in_clear_messages(files_run):
     _check_messages(files_run)
 
 
-async def test_symlinks_fifos_and_devices_are_never_read_or_written_through(files_run):
+def test_symlinks_fifos_and_devices_are_never_read_or_written_through(files_run):
     made = files_run.files("symlinks, a device link and a FIFO made by a shell action")
     assert not {"rootlink", "leak.txt", "zero.js", "pipe.txt"} & set(made)
     assert not Path("/tmp/webgen-corpus-through.txt").exists()
@@ -242,7 +247,7 @@ async def test_symlinks_fifos_and_devices_are_never_read_or_written_through(file
     assert "Invalid cross-device link" in told or "No such file" in told
 
 
-async def test_refused_paths_leave_nothing_behind(files_run):
+def test_refused_paths_leave_nothing_behind(files_run):
     written = files_run.files("'..' in every position")
     assert set(written) == {"index.html"}
     assert not any("\u2024" in p or "\uff0f" in p for p in files_run.files("unicode look-alike separators and dots"))
@@ -250,7 +255,7 @@ async def test_refused_paths_leave_nothing_behind(files_run):
     assert "nul.txt" not in files_run.files("NUL bytes in a path and in content")
 
 
-async def test_runaway_replies_and_commands_are_bounded(files_run):
+def test_runaway_replies_and_commands_are_bounded(files_run):
     for name in ("a shell action that loops forever", "a shell action that fork-bombs"):
         if any(c.name == name for c in files_run.cases):
             assert sum(files_run.step(name)["timings"].values()) < 120, name
@@ -262,11 +267,11 @@ async def test_runaway_replies_and_commands_are_bounded(files_run):
 # -- npm ---------------------------------------------------------------------------------------
 
 
-async def test_npm_replies_end_in_clear_messages(npm_run):
+def test_npm_replies_end_in_clear_messages(npm_run):
     _check_messages(npm_run)
 
 
-async def test_install_scripts_run_confined(npm_run):
+def test_install_scripts_run_confined(npm_run):
     step = npm_run.step("postinstall writes outside and reads a secret")
     assert step["execution"]["ok"], step["execution"]
     # The install runs after the step's snapshot: the next step's files hold what it wrote.
@@ -274,7 +279,7 @@ async def test_install_scripts_run_confined(npm_run):
     assert stolen is not None and npm_run.store.get_text(stolen) == "unreadable"
 
 
-async def test_dev_servers_that_misbehave(npm_run):
+def test_dev_servers_that_misbehave(npm_run):
     elsewhere = npm_run.step("a dev server on another port that says so")["execution"]
     assert elsewhere["ok"] and "Elsewhere" in npm_run.page_text("a dev server on another port that says so")
     assert npm_run.step("a dev server on 0.0.0.0")["execution"]["ok"]
@@ -294,11 +299,11 @@ async def test_dev_servers_that_misbehave(npm_run):
 # -- pages -------------------------------------------------------------------------------------
 
 
-async def test_page_replies_end_in_clear_messages(pages_run):
+def test_page_replies_end_in_clear_messages(pages_run):
     _check_messages(pages_run)
 
 
-async def test_pages_stay_on_their_own_origin(pages_run):
+def test_pages_stay_on_their_own_origin(pages_run):
     assert "root:" not in pages_run.page_text("a page that navigates to file://")
     assert "Example Domain" not in pages_run.page_text("a page that navigates to an external host")
     for name in ("endless dialogs", "endless popups", "endless downloads"):

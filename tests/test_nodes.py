@@ -37,7 +37,7 @@ def last_user_message(store: BlobStore, step: dict) -> str:
     return store.get_text(store.get_json(step["prompt"])[-1]["hash"])
 
 
-async def test_malformed_reply_becomes_feedback_not_a_crash(robust_run):
+def test_malformed_reply_becomes_feedback_not_a_crash(robust_run):
     result, state, store, _, _ = robust_run
     first, second = state["steps"][0], state["steps"][1]
     assert first["action"] == "malformed" and first["errored"] and not first["format_ok"]
@@ -46,7 +46,7 @@ async def test_malformed_reply_becomes_feedback_not_a_crash(robust_run):
     assert result.status == "finished"
 
 
-async def test_escaping_paths_and_shell_actions_are_refused_and_reported(robust_run):
+def test_escaping_paths_and_shell_actions_are_refused_and_reported(robust_run):
     _, state, store, base, _ = robust_run
     step = state["steps"][1]
     problems = "\n".join(step["problems"])
@@ -59,7 +59,7 @@ async def test_escaping_paths_and_shell_actions_are_refused_and_reported(robust_
     assert "would leave the project folder" in last_user_message(store, state["steps"][2])
 
 
-async def test_out_of_range_grade_is_retried_and_llm_critic_plan_reaches_the_coder(robust_run):
+def test_out_of_range_grade_is_retried_and_llm_critic_plan_reaches_the_coder(robust_run):
     _, state, store, _, requests = robust_run
     judge_calls = [r for r in requests if r.model == "scripted-vlm"]
     assert len(judge_calls) == 2  # score 9 was refused by validation and asked again

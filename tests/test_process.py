@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.helpers import eventually
 from webgen_agent.tools.process import (
     ManagedProcess,
     ProcessRegistry,
@@ -46,11 +47,7 @@ def dead(pid: int) -> bool:
 
 
 async def wait_for_file(path: Path, timeout_s: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        await asyncio.sleep(0.02)
-    return path.read_text()
+    return await eventually(lambda: path.exists() and path.read_text(), timeout_s=timeout_s, what=f"{path} appearing")
 
 
 async def wait_dead(pids: list[int], timeout_s: float = 5.0) -> bool:
@@ -144,9 +141,7 @@ async def test_managed_process_lifecycle(tmp_path: Path) -> None:
     )
     assert proc.alive and proc.returncode is None and os.getpgid(proc.pid) == proc.pid
     assert [e.pgid for e in registry.entries()] == [proc.pgid]
-    deadline = time.monotonic() + 5
-    while "line 100" not in proc.log_tail() and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
+    await eventually(lambda: "line 100" in proc.log_tail(), timeout_s=5, what="line 100 in the log")
     assert proc.log_tail(lines=2).splitlines() == ["line 99", "line 100"]
     await proc.stop(grace_s=1)
     assert not proc.alive and proc.returncode == -signal.SIGTERM
@@ -160,8 +155,7 @@ async def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
         cwd=tmp_path,
         log_path=tmp_path / "log",
     )
-    while "ready" not in read_tail(proc.log_path):
-        await asyncio.sleep(0.02)
+    await eventually(lambda: "ready" in read_tail(proc.log_path), timeout_s=10, what="the command saying ready")
     started = time.monotonic()
     await proc.stop(grace_s=0.5)
     assert not proc.alive and proc.returncode == -signal.SIGKILL
@@ -212,7 +206,7 @@ async def test_reap_kills_orphans_of_a_hard_killed_agent(tmp_path: Path) -> None
     assert registry.entries() == [] and registry_path.read_text() == ""
 
 
-async def test_reap_skips_recycled_pids(tmp_path: Path) -> None:
+def test_reap_skips_recycled_pids(tmp_path: Path) -> None:
     registry = ProcessRegistry(tmp_path / "registry.jsonl")
     bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:

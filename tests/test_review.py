@@ -8,6 +8,7 @@ node runs again on resume.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from pathlib import Path
@@ -128,7 +129,7 @@ async def test_plan_shell_and_finalize_reviews(tmp_path: Path, chromium_path: st
     assert "Add a build note" not in asked[0].text and "echo planned" in asked[1].text
     assert "Open every day" in asked[2].text and asked[2].files == ["index.html"]
     assert asked[3].text == "echo planned > build-note.txt" and asked[4].text == "touch refused.txt"
-    assert asked[5].screenshot and Path(asked[5].screenshot_path).is_file()
+    assert asked[5].screenshot and await asyncio.to_thread(Path(asked[5].screenshot_path).is_file)
     assert "not one of the code steps (0, 1)" in asked[6].error
     assert result.status == "finished" and result.chosen_step == 0
 

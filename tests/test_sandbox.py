@@ -77,7 +77,7 @@ async def test_everything_a_command_started_dies_with_it(tmp_path):
     # A daemonised grandchild (own session, parent gone) would outlive a plain process group.
     result = await confined(workspace, "setsid sleep 300 & disown; echo started")
     assert result.ok and "started" in result.output_tail
-    time.sleep(0.5)
+    await asyncio.sleep(0.5)
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]]
 
 

@@ -510,7 +510,8 @@ async def test_browser_use_client_gets_resolved_agent_steps(
 
 async def test_unresolvable_target_is_a_400_naming_the_rule(server: ScriptedServer) -> None:
     body = {"model": "agent", "messages": [{"role": "user", "content": agent_state_message(step=2)}]}
-    answer = httpx.post(f"{server.base_url}/chat/completions", json=body)
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(f"{server.base_url}/chat/completions", json=body)
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == "agent_step_unresolved"

@@ -149,9 +149,8 @@ async def run_rollout_on_ray(
     try:
         check_store_reaches_nodes(database, ray.nodes())
         count = settings.actor_count(float(ray.cluster_resources().get("CPU", 0)))
-        rollout = _RayRollout(
-            ray, settings, context=context, database=database, out_dir=Path(out_dir).resolve(), listener=listener
-        )
+        out = await asyncio.to_thread(Path(out_dir).resolve)
+        rollout = _RayRollout(ray, settings, context=context, database=database, out_dir=out, listener=listener)
         actors = list(await asyncio.gather(*(rollout.start_actor() for _ in range(count))))
         pending = collections.deque(range(len(specs)))
         attempts = [0] * len(specs)
