@@ -11,10 +11,12 @@ from rich.table import Table
 from rich.text import Text
 
 from webgen_agent.checkpoints.outputs import RunSummary
+from webgen_agent.core.costs import add_costs, usd_text
 
 
 class ProgressView:
-    """Feed it progress events (``on_event``); shows step, node, scores, elapsed and tokens."""
+    """Feed it progress events (``on_event``); shows step, node, scores, elapsed, tokens and cost
+    (this invocation's: a resumed run counts from where it continues)."""
 
     def __init__(self, console: Console, title: str) -> None:
         self.console = console
@@ -24,6 +26,7 @@ class ProgressView:
         self.step: int | None = None
         self.rows: dict[int, dict[str, Any]] = {}
         self.tokens = 0
+        self.cost: float | None = 0.0  # None once a call had no known price
         self.warnings: list[str] = []
         self.waiting = ""
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
@@ -57,12 +60,16 @@ class ProgressView:
                         row[key] = event[key]
                 if event.get("message"):
                     row["message"] = event["message"]
+                if "cost_usd" in event or event.get("priced") is False:
+                    spent = event.get("cost_usd") if event.get("priced", True) else None
+                    row["cost"] = add_costs([row.get("cost", 0.0), spent])
+                    self.cost = add_costs([self.cost, spent])
         self.tokens += event.get("input_tokens", 0) + event.get("output_tokens", 0)
         self.live.update(self._render())
 
     def _render(self, final: bool = False) -> Group:
         table = Table(title=self.title, expand=False)
-        for column in ("step", "nodes", "screenshot", "gui", "errored", "last message"):
+        for column in ("step", "nodes", "screenshot", "gui", "errored", "cost", "last message"):
             table.add_column(column)
         for step, row in sorted(self.rows.items()):
             table.add_row(
@@ -71,11 +78,15 @@ class ProgressView:
                 _score(row.get("screenshot_score")),
                 _score(row.get("gui_score")),
                 "yes" if row.get("errored") else "",
+                usd_text(row.get("cost", 0.0)),
                 str(row.get("message", ""))[:60],
             )
         elapsed = time.monotonic() - self.started
         status = "done" if final else f"running {self.node}"
-        footer = Text(f"{status} | step {self.step} | {elapsed:.0f}s elapsed | {self.tokens} tokens", style="dim")
+        footer_text = (
+            f"{status} | step {self.step} | {elapsed:.0f}s elapsed | {self.tokens} tokens | {usd_text(self.cost)}"
+        )
+        footer = Text(footer_text, style="dim")
         warnings = [Text(f"warning: {w}", style="bold yellow") for w in self.warnings]
         if self.waiting and not final:
             return Group(*warnings, table, footer, Text(f"waiting: {self.waiting}", style="yellow"))
@@ -87,12 +98,12 @@ def _score(value: Any) -> str:
 
 
 def step_table(summary: RunSummary) -> Table:
-    table = Table(title=f"run {summary.run_id}: {summary.status}")
-    for column in ("step", "role", "action", "screenshot", "gui", "errored", "seconds", "tokens", "edit"):
+    spent = f"{summary.input_tokens + summary.output_tokens:,} tokens, {usd_text(summary.cost_usd)}"
+    table = Table(title=f"run {summary.run_id}: {summary.status} ({spent})")
+    for column in ("step", "role", "action", "screenshot", "gui", "errored", "seconds", "tokens", "cost", "edit"):
         table.add_column(column)
     for step in summary.steps:
         chosen = step.index == summary.chosen_step
-        tokens = sum(t.get("input", 0) + t.get("output", 0) for t in step.tokens.values())
         table.add_row(
             f"{step.index}{' *' if chosen else ''}",
             step.role,
@@ -101,7 +112,8 @@ def step_table(summary: RunSummary) -> Table:
             f"{step.gui_score}/5" + (" pass" if step.gui_passed else ""),
             "yes" if step.errored else "",
             f"{sum(step.timings.values()):.1f}",
-            str(tokens),
+            str(step.total_tokens),
+            usd_text(step.cost_usd),
             (step.execution_error or step.summary)[:50].replace("\n", " "),
         )
     return table

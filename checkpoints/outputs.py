@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.costs import add_costs
 from webgen_agent.core.state import Event, Step
 from webgen_agent.core.steps import StepView
 
@@ -40,6 +41,7 @@ class RunSummary(BaseModel):
     input_tokens: int
     output_tokens: int
     model_calls: int
+    cost_usd: float | None = Field(default=0.0, description="USD of every model call; null when a price was unknown.")
 
     @classmethod
     def of(cls, state: dict[str, Any]) -> RunSummary:
@@ -56,6 +58,7 @@ class RunSummary(BaseModel):
             input_tokens=sum(t.get("input", 0) for t in tokens),
             output_tokens=sum(t.get("output", 0) for t in tokens),
             model_calls=sum(t.get("calls", 0) for t in tokens),
+            cost_usd=add_costs(s.cost_usd for s in steps),
         )
 
 
@@ -85,9 +88,15 @@ def page_summaries(out_dir: Path, step: Step, store: BlobStore) -> list[PageSumm
 
 
 def write_run_outputs(
-    out_dir: Path, state: dict[str, Any], store: BlobStore, *, warnings: list[str] | None = None
+    out_dir: Path,
+    state: dict[str, Any],
+    store: BlobStore,
+    *,
+    warnings: list[str] | None = None,
+    status: str | None = None,
 ) -> RunSummary:
-    """Write screenshots and run.json (the site itself is written by finalize)."""
+    """Write screenshots and run.json (the site itself is written by finalize); ``status`` overrides
+    the state's (a run stopped at its budget is still "running" in its state)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     steps: list[Step] = state.get("steps", [])
     for step in steps:
@@ -95,6 +104,8 @@ def write_run_outputs(
             _write_png(store, screenshot, out_dir / "steps" / f"{step['index']}.png")
     summary = RunSummary.of(state)
     summary.warnings = list(warnings or [])
+    if status is not None:
+        summary.status = status
     for view, step in zip(summary.steps, steps, strict=True):
         view.pages = page_summaries(out_dir, step, store)
     (out_dir / "run.json").write_text(json.dumps(summary.model_dump(mode="json"), indent=2))

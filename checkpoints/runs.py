@@ -21,7 +21,8 @@ from pydantic import BaseModel, Field
 from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 
 # review: stopped at a review point, waiting for an answer (`resume` asks again); rejected: at finalize.
-RunStatus = Literal["running", "finished", "failed", "interrupted", "review", "rejected"]
+# budget: stopped at a step boundary once its budget was spent; resumable with a larger one (docs/costs.md).
+RunStatus = Literal["running", "finished", "failed", "interrupted", "review", "rejected", "budget"]
 
 
 class RunRecord(BaseModel):
@@ -41,6 +42,8 @@ class RunRecord(BaseModel):
     steps: int = 0
     best_screenshot: int = 0
     best_gui: int = 0
+    cost_usd: float | None = Field(default=None, description="USD spent so far; None when a price is unknown.")
+    tokens: int = Field(default=0, description="Input and output tokens used so far.")
     settings: str = Field(default="{}", description="Non-secret run settings (JSON) reused on resume.")
     host: str = Field(default="", description="The machine whose process runs it (liveness is judged there).")
 
@@ -56,8 +59,8 @@ def _process_started(pid: int) -> float:
         return 0.0
 
 
-_INT_COLUMNS = ("fork_step", "chosen_step", "pid", "steps", "best_screenshot", "best_gui")
-_FLOAT_COLUMNS = ("created_at", "updated_at", "pid_started")
+_INT_COLUMNS = ("fork_step", "chosen_step", "pid", "steps", "best_screenshot", "best_gui", "tokens")
+_FLOAT_COLUMNS = ("created_at", "updated_at", "pid_started", "cost_usd")
 COLUMNS = tuple(RunRecord.model_fields)
 
 

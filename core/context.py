@@ -80,6 +80,52 @@ class SandboxSettings(BaseModel):
     workspace_mb: int = Field(default=2048, ge=16, description="Cap on the workspace, node_modules included, MB.")
 
 
+class RolePrice(BaseModel):
+    """What one role's endpoint charges, in USD per million tokens; None: not known (never guessed)."""
+
+    input_usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million input tokens.")
+    output_usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million output tokens.")
+
+    @property
+    def known(self) -> bool:
+        return self.input_usd_per_mtok is not None and self.output_usd_per_mtok is not None
+
+
+class Prices(BaseModel):
+    """Prices per model role (docs/costs.md); the GUI agent is the vlm role. No built-in price table."""
+
+    coder: RolePrice = Field(default_factory=RolePrice, description="The coder model's prices.")
+    vlm: RolePrice = Field(default_factory=RolePrice, description="The vision model's prices (judge, GUI agent).")
+    feedback: RolePrice = Field(default_factory=RolePrice, description="The feedback model's prices.")
+
+    def unknown(self) -> list[str]:
+        """The prices not given, as ``role input``/``role output`` words."""
+        return [
+            f"{role} {side}"
+            for role in ROLES
+            for side in ("input", "output")
+            if getattr(getattr(self, role), f"{side}_usd_per_mtok") is None
+        ]
+
+    def over(self, base: Prices) -> Prices:
+        """These prices where given, ``base``'s elsewhere (flags on resume beat the recorded ones)."""
+        merged = base.model_dump()
+        for role, price in self.model_dump().items():
+            merged[role].update({side: value for side, value in price.items() if value is not None})
+        return Prices.model_validate(merged)
+
+
+def require_prices(prices: Prices, why: str = "a budget in USD") -> None:
+    """Raise ConfigError (one line) unless every role's price is known."""
+    missing = prices.unknown()
+    if missing:
+        raise ConfigError(
+            f"{why} needs every model's price, unknown: {', '.join(missing)} "
+            "(pass --price-in/--price-out or --<role>-price-in/--<role>-price-out, "
+            "or set WEBGEN_PRICE_IN / WEBGEN_<ROLE>_PRICE_IN ...)."
+        )
+
+
 class AgentContext(BaseModel):
     """Everything a run needs besides its input; JSON so Studio can edit it."""
 
@@ -127,6 +173,13 @@ class AgentContext(BaseModel):
         default_factory=list,
         description="Where the run stops for a human (interrupt): plan, critique, shell, finalize (docs/review.md).",
     )
+    prices: Prices = Field(default_factory=Prices, description="USD per million tokens, per role (docs/costs.md).")
+    budget_usd: float | None = Field(
+        default=None, gt=0, description="Stop at the next step boundary once the run cost this much (USD)."
+    )
+    budget_tokens: int | None = Field(
+        default=None, ge=1, description="Stop at the next step boundary once the run used this many tokens."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -136,6 +189,13 @@ class AgentContext(BaseModel):
             width, height = UPSTREAM_VIEWPORT
             data = {"viewport_width": width, "viewport_height": height, **data}
         return data
+
+    @model_validator(mode="after")
+    def _priced_budget(self) -> AgentContext:
+        """A budget in USD with an unknown price could never be kept: refused before the run starts."""
+        if self.budget_usd is not None:
+            require_prices(self.prices, "--budget-usd")
+        return self
 
 
 def find_chromium(explicit: str = "") -> str:
@@ -184,6 +244,15 @@ class Settings(BaseSettings):
     db: str = str(DEFAULT_DB)
     chromium: str = ""
     deps_cache: str = Field(default="", description="Shared node_modules cache (default: beside the database).")
+    # USD per million tokens: for every role, then per role (docs/costs.md); None: unknown.
+    price_in: float | None = Field(default=None, ge=0)
+    price_out: float | None = Field(default=None, ge=0)
+    coder_price_in: float | None = Field(default=None, ge=0)
+    coder_price_out: float | None = Field(default=None, ge=0)
+    vlm_price_in: float | None = Field(default=None, ge=0)
+    vlm_price_out: float | None = Field(default=None, ge=0)
+    feedback_price_in: float | None = Field(default=None, ge=0)
+    feedback_price_out: float | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _strip(self) -> Settings:
@@ -226,14 +295,29 @@ class Settings(BaseSettings):
             }
         )
 
+    def prices(self) -> Prices:
+        """The prices given (role's own, else the one for every role); the rest stay unknown."""
+
+        def pick(role: Role, side: str) -> float | None:
+            own = getattr(self, f"{role}_price_{side}")
+            return own if own is not None else getattr(self, f"price_{side}")
+
+        return Prices.model_validate(
+            {role: {"input_usd_per_mtok": pick(role, "in"), "output_usd_per_mtok": pick(role, "out")} for role in ROLES}
+        )
+
     def to_context(self, **overrides: Any) -> AgentContext:
         """Build the run context; raises ConfigError (one line) when a role is incomplete."""
         roles = {role: self.role(role) for role in ROLES}
         try:
-            return AgentContext.model_validate({**roles, "chromium": self.chromium, **overrides})
+            return AgentContext.model_validate(
+                {**roles, "chromium": self.chromium, "prices": self.prices(), **overrides}
+            )
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
+            if first["type"] == "value_error" and isinstance(first.get("ctx", {}).get("error"), ConfigError):
+                raise ConfigError(str(first["ctx"]["error"])) from None
             raise ConfigError(f"Invalid setting {where}: {first['msg']}") from None
 
 

@@ -23,3 +23,7 @@ class ProgressEvent(BaseModel):
     warning: str = Field(default="", description="Something the user must know about the whole run (shown apart).")
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = Field(
+        default=None, description="USD the node's model calls cost; None when a price is unknown or no call was made."
+    )
+    priced: bool = Field(default=True, description="False when a call of the node had no known price.")

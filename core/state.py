@@ -68,6 +68,7 @@ class Step(TypedDict):
     timings: dict[str, float]  # node -> wall seconds
     tokens: dict[str, dict[str, int]]  # node -> {input, output, calls}
     model: str
+    cost: NotRequired[dict[str, float | None]]  # node -> USD of its model calls; None: a price was unknown
     files: NotRequired[str | None]  # manifest hash after the edit
     changed: NotRequired[list[str]]
     execution: NotRequired[Execution]
@@ -117,6 +118,7 @@ class StepUpdate(TypedDict, total=False):
     timings: dict[str, float]
     tokens: dict[str, dict[str, int]]
     model: str
+    cost: dict[str, float | None]
     files: str | None
     changed: list[str]
     execution: Execution
@@ -153,7 +155,7 @@ class Event(TypedDict, total=False):
 
 
 def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
-    """Reducer: merge partial step records by ``index``; nested timing/token/endpoint dicts merge too.
+    """Reducer: merge partial step records by ``index``; nested timing/token/cost/endpoint dicts merge too.
 
     A step's first update (the coder turn) carries every required field of ``Step``.
     """
@@ -169,7 +171,7 @@ def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) ->
             by_index[index] = record
             continue
         for key, value in update.items():
-            if key in ("timings", "tokens", "endpoint") and isinstance(value, dict):
+            if key in ("timings", "tokens", "cost", "endpoint") and isinstance(value, dict):
                 existing[key] = {**existing.get(key, {}), **value}
             else:
                 existing[key] = value

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.core.costs import step_cost
 from webgen_agent.core.state import Step
 
 
@@ -32,6 +33,10 @@ class StepView(BaseModel):
     execution_error: str | None = Field(default=None, description="Why running the project failed.")
     timings: dict[str, float] = Field(default_factory=dict, description="node -> wall seconds")
     tokens: dict[str, dict[str, int]] = Field(default_factory=dict, description="node -> {input, output, calls}")
+    cost: dict[str, float | None] = Field(
+        default_factory=dict, description="node -> USD of its model calls; null when a price was unknown."
+    )
+    cost_usd: float | None = Field(default=0.0, description="The step's cost in USD; null when a price was unknown.")
 
     @classmethod
     def of(cls, step: Step, **extra: Any) -> Any:
@@ -66,4 +71,6 @@ def step_facts(step: Step) -> dict[str, Any]:
         "execution_error": (execution["error"] or None) if execution and not execution["ok"] else None,
         "timings": dict(step["timings"]),
         "tokens": {node: dict(usage) for node, usage in step["tokens"].items()},
+        "cost": dict(step.get("cost") or {}),
+        "cost_usd": step_cost(step.get("cost") or {}),
     }

@@ -25,6 +25,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import DEFAULT_DB, AgentContext
+from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
@@ -54,7 +55,15 @@ RUN_SETTINGS = (
     "scaffold",
     "max_pages",
     "review",
+    "prices",
+    "budget_usd",
+    "budget_tokens",
 )
+
+
+# What a run may spend (docs/costs.md): recorded with the settings, but the command that continues a
+# run decides them anew (a larger budget, prices given again).
+COST_SETTINGS = ("prices", "budget_usd", "budget_tokens")
 
 
 class RunResult(BaseModel):
@@ -163,21 +172,25 @@ async def _drive(
             await runs.astart(record)
             next_input = Command(resume=decision.model_dump())
         state = snapshot.values
+        # Paused before the budget node: stopped at a step boundary with its budget spent (resumable).
+        status = "budget" if "budget" in snapshot.next else state.get("status", "finished")
         summary = await asyncio.to_thread(
-            write_run_outputs, Path(record.out_dir), state, resources.store, warnings=warnings
+            write_run_outputs, Path(record.out_dir), state, resources.store, warnings=warnings, status=status
         )
     best = [s for s in summary.steps if s.index == summary.chosen_step]
     await runs.aupdate(
         record.run_id,
-        status=state.get("status", "finished"),
+        status=status,
         chosen_step=summary.chosen_step,
         steps=len(summary.steps),
         best_screenshot=best[0].screenshot_score if best else 0,
         best_gui=best[0].gui_score if best else 0,
+        cost_usd=summary.cost_usd,
+        tokens=summary.input_tokens + summary.output_tokens,
     )
     return RunResult(
         run_id=record.run_id,
-        status=state.get("status", "finished"),
+        status=status,
         out_dir=record.out_dir,
         site_dir=state.get("site_dir"),
         chosen_step=summary.chosen_step,
@@ -245,7 +258,8 @@ async def resume_run(
     reviewer: Reviewer | None = None,
     answer: ReviewDecision | None = None,
 ) -> RunResult:
-    """Continue an interrupted or failed run from its last checkpoint, into the same folder.
+    """Continue an interrupted or failed run, or one stopped at its budget (give ``context`` a larger
+    one), from its last checkpoint, into the same folder.
 
     A run waiting for review is asked again (``reviewer``), or answered with ``answer``.
     """
@@ -259,6 +273,12 @@ async def resume_run(
         raise ValueError(f"run {run_id} already {record.status}")
     if answer is not None and record.status != "review":
         raise ValueError(f"run {run_id} does not wait for review (status {record.status})")
+    if record.status == "budget":
+        from webgen_agent.checkpoints.history import final_state
+
+        why = budget_reached(*spent((await final_state(db_path, run_id)).get("steps") or []), context)
+        if why:
+            raise ValueError(f"run {run_id} stopped at its budget and is still over it ({why}); give a larger one")
     # The dead process's servers and browser may still be running.
     await asyncio.to_thread(Resources.reap_orphans, db_path)
     return await _drive(

@@ -3,7 +3,8 @@
 START -> generator -> executor -> screenshot_judge -> gui_tester -> finalize, with critic -> refiner
 closing the loop and backtrack after ``error_limit`` consecutive errored steps (WebGen-Agent). The
 same graph holds WebLoop's checker and execution-free code_critic; the routers choose the edges
-by the run's ``loop`` (docs/loops.md).
+by the run's ``loop`` (docs/loops.md). A run whose budget is spent pauses before the ``budget``
+node between two coder steps (docs/costs.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, InputState, OutputState
 from webgen_agent.graph.routers import (
     route_after_backtrack,
+    route_after_budget,
     route_after_checker,
     route_after_code_critic,
     route_after_coder,
@@ -25,6 +27,7 @@ from webgen_agent.graph.routers import (
     route_after_judge,
 )
 from webgen_agent.nodes.backtrack import backtrack
+from webgen_agent.nodes.budget import budget
 from webgen_agent.nodes.checker import checker
 from webgen_agent.nodes.code_critic import code_critic
 from webgen_agent.nodes.critic import critic
@@ -35,7 +38,21 @@ from webgen_agent.nodes.gui_tester import gui_tester
 from webgen_agent.nodes.refiner import refiner
 from webgen_agent.nodes.screenshot_judge import screenshot_judge
 
-NODES = (generator, executor, screenshot_judge, gui_tester, critic, refiner, backtrack, finalize, checker, code_critic)
+NODES = (
+    generator,
+    executor,
+    screenshot_judge,
+    gui_tester,
+    critic,
+    refiner,
+    backtrack,
+    finalize,
+    checker,
+    code_critic,
+    budget,
+)
+# A run pauses before these nodes (LangGraph interrupt); resuming the thread runs them.
+PAUSE_BEFORE = ["budget"]
 
 
 def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputState]:
@@ -53,6 +70,7 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
     builder.add_conditional_edges("backtrack", route_after_backtrack)
     builder.add_conditional_edges("checker", route_after_checker)
     builder.add_conditional_edges("code_critic", route_after_code_critic)
+    builder.add_conditional_edges("budget", route_after_budget)
     builder.add_edge("finalize", END)
     return builder
 
@@ -60,5 +78,8 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
 def compile_graph(
     checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph[AgentState, AgentContext, InputState, OutputState]:
-    """The compiled workflow; pass an async checkpointer for resumable runs."""
-    return build_graph().compile(checkpointer=checkpointer, name="webgen-agent")
+    """The compiled workflow; pass an async checkpointer for resumable runs.
+
+    A run whose budget is spent pauses before the ``budget`` node (nodes/budget.py).
+    """
+    return build_graph().compile(checkpointer=checkpointer, interrupt_before=PAUSE_BEFORE, name="webgen-agent")

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 from langgraph.runtime import get_runtime
 
 from webgen_agent.core.context import AgentContext, LoopName, Profile
+from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.state import AgentState
 from webgen_agent.nodes.profile import rules_for
 
@@ -33,6 +34,8 @@ class RoutingLimits(Protocol):
     loop: LoopName
     critique_rounds: int
     requirement_checks: bool | None
+    budget_usd: float | None
+    budget_tokens: int | None
 
 
 # Used only when a router runs outside a run (e.g. a state update from Studio without context).
@@ -63,6 +66,21 @@ def _should_backtrack(state: AgentState, context: RoutingLimits) -> bool:
 
 def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:
     return len(state.get("steps") or []) >= context.max_steps
+
+
+def over_budget(state: AgentState, context: RoutingLimits) -> str | None:
+    """Why the run's USD or token budget is spent (checked before each new coder step), else None."""
+    if context.budget_usd is None and context.budget_tokens is None:
+        return None
+    usd, tokens = spent(state.get("steps") or [])
+    return budget_reached(usd, tokens, context)
+
+
+def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refiner", "generator", "budget"]:
+    """A new coder step, unless the budget is spent: then the run pauses before the ``budget`` node."""
+    if over_budget(state, context):
+        return "budget"
+    return "refiner" if state.get("messages") else "generator"
 
 
 def checks_on(context: RoutingLimits) -> bool:
@@ -162,19 +180,31 @@ def route_after_gui(
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
-def route_after_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner", "finalize"]:
+def route_after_critic(
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["refiner", "finalize", "budget"]:
     context = limits_of(limits)
-    return "finalize" if _budget_spent(state, context) else "refiner"
+    if _budget_spent(state, context):
+        return "finalize"
+    return "budget" if over_budget(state, context) else "refiner"
 
 
 def route_after_backtrack(
     state: AgentState, limits: RoutingLimits | None = None
-) -> Literal["refiner", "generator", "finalize"]:
+) -> Literal["refiner", "generator", "finalize", "budget"]:
     context = limits_of(limits)
     if _budget_spent(state, context):
         return "finalize"
-    return "refiner" if state.get("messages") else "generator"
+    return _next_coder_turn(state, context)
 
 
-def route_after_code_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner"]:
-    return "refiner"
+def route_after_code_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner", "budget"]:
+    return "budget" if over_budget(state, limits_of(limits)) else "refiner"
+
+
+def route_after_budget(
+    state: AgentState, limits: RoutingLimits | None = None
+) -> Literal["refiner", "generator", "finalize", "budget"]:
+    """After a budget stop is resumed: on with the coder step it held back, or stop again while the
+    (resumed run's) budget is still spent."""
+    return route_after_backtrack(state, limits)

@@ -13,11 +13,12 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.costs import add_costs, call_cost
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen
-from webgen_agent.tools.models import Usage
+from webgen_agent.tools.models import Usage, UsageMeter, metered
 
 Update = dict[str, Any]
 NodeFn = Callable[[AgentState, Runtime[AgentContext]], Awaitable[Update]]
@@ -96,7 +97,8 @@ def node(fn: NodeFn) -> NodeFn:
     """Decorate a node: emit start/end progress events and record its wall time on its step.
 
     The node's name is its function's name (what the graph registers it as). The step is the last
-    one the node's update names, else the state's current step. Endpoint trouble of the node's model
+    one the node's update names, else the state's current step. What the node's model calls cost
+    (each role at its price, docs/costs.md) is recorded there too, under ``cost``. Endpoint trouble of the node's model
     calls (waits, fallback, condensed prompts) is shown as ``wait`` progress events and recorded in
     the step's ``endpoint`` field, never as an error of the step.
     """
@@ -109,9 +111,10 @@ def node(fn: NodeFn) -> NodeFn:
         _emit(runtime, ProgressEvent(node=name, step=step_index, phase="start"))
         started = time.monotonic()
         endpoint_log = _EndpointLog(runtime, name, step_index)
-        with listen(endpoint_log):
+        with listen(endpoint_log), metered() as meter:
             update = await fn(state, runtime)
         seconds = round(time.monotonic() - started, 3)
+        cost = node_cost(meter, runtime.context)
         patches: list[StepUpdate] = list(update.get("steps") or [])
         if patches:
             step_index = patches[-1]["index"]
@@ -123,8 +126,10 @@ def node(fn: NodeFn) -> NodeFn:
             own["timings"] = {**own.get("timings", {}), name: seconds}
             if endpoint_log.records:
                 own["endpoint"] = {**own.get("endpoint", {}), **endpoint_log.records}
+            if meter.by_role:
+                own["cost"] = {**own.get("cost", {}), name: cost}
             update["steps"] = patches
-        tokens = (patches[-1].get("tokens", {}) if patches else {}).get(name, {})
+        used = sum(meter.by_role.values(), Usage())  # every call of the node (a test instruction too)
         _emit(
             runtime,
             ProgressEvent(
@@ -136,13 +141,25 @@ def node(fn: NodeFn) -> NodeFn:
                 gui_score=_last(patches, "gui_score"),
                 errored=_last(patches, "errored"),
                 message=str(update.pop("_message", "")),
-                input_tokens=tokens.get("input", 0),
-                output_tokens=tokens.get("output", 0),
+                input_tokens=used.input_tokens,
+                output_tokens=used.output_tokens,
+                cost_usd=cost if meter.by_role else None,
+                priced=cost is not None,
             ),
         )
         return update
 
     return run
+
+
+def node_cost(meter: UsageMeter, context: AgentContext | None) -> float | None:
+    """USD of the calls the meter saw, each role at its price; None when one of them is unpriced."""
+    if context is None:
+        return None if meter.by_role else 0.0
+    return add_costs(
+        call_cost(context.prices, role, usage.input_tokens, usage.output_tokens)
+        for role, usage in meter.by_role.items()
+    )
 
 
 def _last(patches: list[StepUpdate], key: str) -> Any:

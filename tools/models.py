@@ -10,12 +10,15 @@ validate, with the problem shown to the model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import re
 import sys
 import time
 import weakref
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -36,7 +39,18 @@ from webgen_agent.tools.endpoints import (
     status_of,
 )
 
-__all__ = ["ModelCallError", "Completion", "StructuredAnswer", "Usage", "ask_structured", "chat_model", "complete"]
+__all__ = [
+    "ModelCallError",
+    "Completion",
+    "StructuredAnswer",
+    "Usage",
+    "UsageMeter",
+    "ask_structured",
+    "chat_model",
+    "complete",
+    "metered",
+    "spend",
+]
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
@@ -53,6 +67,36 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
         )
+
+
+class UsageMeter:
+    """The usage, by role, of every model call made while it is listening (what a node's calls cost)."""
+
+    def __init__(self) -> None:
+        self.by_role: dict[Role, Usage] = {}
+
+    def add(self, role: Role, usage: Usage) -> None:
+        self.by_role[role] = self.by_role.get(role, Usage()) + usage
+
+
+_meters: ContextVar[tuple[UsageMeter, ...]] = ContextVar("usage_meters", default=())
+
+
+@contextlib.contextmanager
+def metered() -> Iterator[UsageMeter]:
+    """Count the usage of the model calls made inside this block (and the tasks it starts)."""
+    meter = UsageMeter()
+    token = _meters.set((*_meters.get(), meter))
+    try:
+        yield meter
+    finally:
+        _meters.reset(token)
+
+
+def spend(role: Role, usage: Usage) -> None:
+    """Report one answer's usage to the listening meters (every client of the roles calls this)."""
+    for meter in _meters.get():
+        meter.add(role, usage)
 
 
 class Completion(BaseModel):
@@ -238,9 +282,11 @@ async def complete(settings: ModelSettings, role: Role, messages: list[Message])
     reply, sent, endpoint = await _call(settings, role, messages)
     assert isinstance(reply, AIMessage)  # without a schema every problem is raised
     logprobs = (reply.response_metadata.get("logprobs") or {}).get("content") if settings.logprobs else None
+    usage = _usage(reply)
+    spend(role, usage)
     return Completion(
         text=_text(reply),
-        usage=_usage(reply),
+        usage=usage,
         seconds=time.monotonic() - started,
         model=reply.response_metadata.get("model_name", endpoint.model),
         logprobs=logprobs,
@@ -323,8 +369,10 @@ async def ask_structured(
         if isinstance(raw, Unusable):
             problem, text = raw.problem, raw.text
             answer.usage = answer.usage + raw.usage
+            spend(role, raw.usage)
         else:
             answer.usage = answer.usage + _usage(raw)
+            spend(role, _usage(raw))
             text = _text(raw)
             refusal = raw.additional_kwargs.get("refusal")
             problem = f"the model refused: {' '.join(str(refusal).split())[:200]}" if refusal else ""

@@ -13,6 +13,8 @@ from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_set
 from webgen_agent.apps.bench.views import BenchSummary, Rates
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
+    BudgetTokensFlag,
+    BudgetUsdFlag,
     LoopFlag,
     MaxPagesFlag,
     RoundsFlag,
@@ -24,6 +26,7 @@ from webgen_agent.apps.cli.common import (
     loop_overrides,
     make_context,
     resolve_db,
+    whole_budget,
     with_model_flags,
 )
 from webgen_agent.core.context import UPSTREAM_VIEWPORT, ConfigError, CriticMode, Profile, Settings
@@ -181,12 +184,15 @@ def bench(
     shared_policy: SharedPolicyFlag = False,
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
+    budget_usd: BudgetUsdFlag = None,
+    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
 ) -> None:
     """Run WebGen-Bench: generate a site per instruction, test it with GUI agents, grade it, score.
 
     Exits with 1 when some test cases have no result yet (re-run the same command to finish).
+    --budget-usd / --budget-tokens count the whole generation: once spent, no run is started.
     """
     from webgen_agent.apps.bench.service import run_bench
 
@@ -211,6 +217,7 @@ def bench(
     except (BenchDataError, ConfigError) as exc:
         fail(str(exc))
     context = None
+    spending = None
     if evaluate_only is None:
         context = make_context(
             settings,
@@ -221,6 +228,7 @@ def bench(
             profile=profile,
             **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
         )
+        spending = whole_budget(budget_usd, budget_tokens, context)
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
     console.print(f"{len(records)} instruction(s), {sum(len(r.test_cases) for r in records)} test case(s) -> {out}")
@@ -238,6 +246,7 @@ def bench(
                 retry_errors=retry_errors,
                 notify=_notify,
                 deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
+                spending=spending,
             )
         )
     except ConfigError as exc:
@@ -248,6 +257,8 @@ def bench(
     console.print(summary_table(summary))
     for line in _cost_lines(summary):
         console.print(line)
+    if spending is not None:
+        console.print(f"generation spent: {spending.line()}")
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
     if summary.overall.missing:
         raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one

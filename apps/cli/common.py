@@ -14,7 +14,15 @@ from rich.console import Console
 from rich.markup import escape
 
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import DEFAULT_DB, AgentContext, ConfigError, LoopName, SandboxSettings, Settings
+from webgen_agent.core.context import (
+    DEFAULT_DB,
+    AgentContext,
+    ConfigError,
+    LoopName,
+    SandboxSettings,
+    Settings,
+    require_prices,
+)
 
 # Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -34,6 +42,18 @@ _MODEL_FLAGS: list[tuple[str, str]] = [
     ("fallback_base_url", "Endpoint of the fallback model (default: the role's own endpoint)."),
     ("patience", "Seconds one model call waits out 429, 5xx, timeouts and dropped connections (default 180)."),
     ("model_timeout", "Seconds before a hanging model call is cut and retried (default 600)."),
+]
+
+# Prices in USD per million tokens (docs/costs.md); unknown unless given (flag or WEBGEN_<NAME>).
+_PRICE_FLAGS: list[tuple[str, str]] = [
+    ("price_in", "USD per million input tokens, every role (default: WEBGEN_PRICE_IN; unknown if unset)."),
+    ("price_out", "USD per million output tokens, every role (default: WEBGEN_PRICE_OUT)."),
+    ("coder_price_in", "Coder model: USD per million input tokens."),
+    ("coder_price_out", "Coder model: USD per million output tokens."),
+    ("vlm_price_in", "Vision model (judge, GUI agent): USD per million input tokens."),
+    ("vlm_price_out", "Vision model (judge, GUI agent): USD per million output tokens."),
+    ("feedback_price_in", "Feedback model: USD per million input tokens."),
+    ("feedback_price_out", "Feedback model: USD per million output tokens."),
 ]
 
 
@@ -56,6 +76,15 @@ def with_model_flags(fn: Any) -> Any:
                 annotation=Annotated[str | None, typer.Option(help=help_text, rich_help_panel="Models")],
             )
         )
+    for name, help_text in _PRICE_FLAGS:
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[float | None, typer.Option(min=0, help=help_text, rich_help_panel="Prices")],
+            )
+        )
     params.append(
         inspect.Parameter(
             "db",
@@ -67,7 +96,7 @@ def with_model_flags(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        explicit = {name: kwargs.pop(name) for name, _ in _MODEL_FLAGS}
+        explicit = {name: kwargs.pop(name) for name, _ in [*_MODEL_FLAGS, *_PRICE_FLAGS]}
         explicit["db"] = kwargs.pop("db")
         try:
             settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
@@ -166,11 +195,63 @@ def print_result(result: Any) -> None:
         console.print(f"site: {result.site_dir} (step {result.chosen_step})")
 
 
+# Exit code of ``run``/``resume`` when the run stopped at its budget (resumable with a larger one).
+BUDGET_EXIT_CODE = 4  # (3: a run waiting for review)
+
+
+def print_stop(result: Any) -> None:
+    """For a run stopped at its budget: what it spent and how to continue; exits with BUDGET_EXIT_CODE."""
+    if result.status != "budget":
+        return
+    from webgen_agent.core.costs import usd_text
+
+    summary = result.summary
+    errors.print(
+        f"[yellow]budget spent[/yellow]: stopped after step {len(summary.steps) - 1} "
+        f"({usd_text(summary.cost_usd)}, {summary.input_tokens + summary.output_tokens:,} tokens); "
+        f"`webgen-agent resume {result.run_id} --budget-usd MORE` (or --budget-tokens MORE) continues it.",
+        soft_wrap=True,
+    )
+    raise typer.Exit(BUDGET_EXIT_CODE)
+
+
 async def run_with_view(title: str, start: Any) -> Any:
     from webgen_agent.apps.progress import ProgressView
 
     with ProgressView(console, title) as view:
         return await start(view.on_event)
+
+
+# Budgets (docs/costs.md): per run for ``run``/``resume``, for the whole command for ``rollout``/``bench``.
+BudgetUsdFlag = Annotated[
+    float | None,
+    typer.Option(
+        min=0,
+        help="Stop at a step boundary once this many USD are spent (needs every price).",
+        rich_help_panel="Budget",
+    ),
+]
+BudgetTokensFlag = Annotated[
+    int | None,
+    typer.Option(min=1, help="Stop at a step boundary once this many tokens are used.", rich_help_panel="Budget"),
+]
+
+
+def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: AgentContext) -> Any:
+    """The ``Spending`` of a command with a budget for all its runs (None without one); a budget in
+    USD with an unknown price ends the command with one line."""
+    from webgen_agent.core.costs import Budget, Spending
+
+    if budget_usd is None and budget_tokens is None:
+        return None
+    if budget_usd is not None and budget_usd <= 0:
+        fail("--budget-usd must be more than 0")
+    if budget_usd is not None:
+        try:
+            require_prices(context.prices, "--budget-usd")
+        except ConfigError as exc:
+            fail(str(exc))
+    return Spending(Budget(budget_usd=budget_usd, budget_tokens=budget_tokens))
 
 
 # Flags of the loop a run takes (docs/loops.md), shared by ``run`` and ``rollout``.

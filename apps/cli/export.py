@@ -10,10 +10,13 @@ import typer
 
 from webgen_agent.apps.cli.common import (
     ACTORS_HELP,
+    BUDGET_EXIT_CODE,
     CPUS_PER_RUN_HELP,
     PROFILE_HELP,
     RAY_HELP,
     RUNS_PER_ACTOR_HELP,
+    BudgetTokensFlag,
+    BudgetUsdFlag,
     LoopFlag,
     MaxPagesFlag,
     RoundsFlag,
@@ -27,6 +30,7 @@ from webgen_agent.apps.cli.common import (
     make_context,
     ray_settings,
     resolve_db,
+    whole_budget,
     with_model_flags,
 )
 from webgen_agent.apps.rollout.service import (
@@ -92,10 +96,15 @@ def rollout(
     reward: Annotated[
         RewardKind, typer.Option(help="step, or cascaded: every judged page also gets its requirement checks.")
     ] = "step",
+    budget_usd: BudgetUsdFlag = None,
+    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
 ) -> None:
-    """Run SAMPLES trajectories per instruction for training; re-run the same command to continue."""
+    """Run SAMPLES trajectories per instruction for training; re-run the same command to continue.
+
+    --budget-usd / --budget-tokens count the whole rollout: once spent, no trajectory is started.
+    """
     from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
@@ -122,6 +131,9 @@ def rollout(
         logprobs=logprobs,
         token_ids=token_ids,
     )
+    spending = whole_budget(budget_usd, budget_tokens, context)
+    if spending is not None and ray is not None:
+        fail("--budget-usd / --budget-tokens are not supported with --ray")
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
@@ -135,7 +147,13 @@ def rollout(
         with view:
             if cluster is None:
                 work = run_rollout(
-                    specs, context=context, db_path=database, out_dir=out_dir, workers=workers, listener=view
+                    specs,
+                    context=context,
+                    db_path=database,
+                    out_dir=out_dir,
+                    workers=workers,
+                    listener=view,
+                    spending=spending,
                 )
             else:
                 from webgen_agent.apps.cluster.driver import run_rollout_on_ray
@@ -153,9 +171,19 @@ def rollout(
     failed = [o for o in outcomes if o.status == "failed"]
     counts = view.counts()
     console.print(f"{counts['done']} finished now, {counts['skipped']} finished before, {len(failed)} failed.")
+    if spending is not None:
+        console.print(f"spent: {spending.line()}")
     if failed:
         errors.print(f"[red]{len(failed)} trajectories failed[/red]; run the same command again to continue them.")
         raise typer.Exit(1)
+    if len(outcomes) < len(specs):
+        errors.print(
+            f"[yellow]budget spent[/yellow] ({spending.reached() if spending else ''}): "
+            f"{len(outcomes)} of {len(specs)} trajectories taken up, {len(specs) - len(outcomes)} not started; "
+            "run the same command (with a larger budget) to continue.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(BUDGET_EXIT_CODE)
 
 
 @app.command()
@@ -168,7 +196,9 @@ def export(
     min_score: Annotated[
         float | None, typer.Option(help="sft: keep trajectories whose chosen step's reward is at least this.")
     ] = None,
-    include_unfinished: Annotated[bool, typer.Option(help="Also read failed and interrupted runs.")] = False,
+    include_unfinished: Annotated[
+        bool, typer.Option(help="Also read failed, interrupted and budget-stopped runs.")
+    ] = False,
     reward: Annotated[
         RewardKind, typer.Option(help="step-grpo and rewards: step (WebGen-Agent) or cascaded (WebGen-R1).")
     ] = "step",

@@ -31,7 +31,8 @@ def history(
     run_id: Annotated[str, typer.Argument(help="The run to show.")],
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
-    """One row per step (scores, errored, checkpoint id, parent, time, tokens) and the backtracks."""
+    """One row per step (scores, errored, checkpoint id, parent, time, tokens, cost) and the backtracks."""
+    from webgen_agent.core.costs import add_costs, usd_text
     from webgen_agent.graph.api import run_history
 
     try:
@@ -54,6 +55,7 @@ def history(
         "checkpoint",
         "seconds",
         "tokens",
+        "cost",
     ):
         table.add_column(column)
     for row in rows:
@@ -68,8 +70,12 @@ def history(
             row.checkpoint_id,
             f"{row.wall_seconds:.1f}",
             str(row.total_tokens),
+            usd_text(row.cost_usd),
         )
     console.print(table)
+    if rows:
+        total = add_costs(row.cost_usd for row in rows)
+        console.print(f"spent: {sum(row.total_tokens for row in rows):,} tokens, {usd_text(total)}")
     for event in events:
         console.print(event_line(event))
     forks = [r for r in RunIndex(resolve_db(db)).list() if r.parent_run == run_id]

@@ -12,6 +12,8 @@ from rich.markup import escape
 
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
+    BudgetTokensFlag,
+    BudgetUsdFlag,
     LoopFlag,
     MaxPagesFlag,
     RoundsFlag,
@@ -25,13 +27,14 @@ from webgen_agent.apps.cli.common import (
     make_context,
     no_sandbox_option,
     print_result,
+    print_stop,
     resolve_db,
     run_async,
     with_model_flags,
 )
 from webgen_agent.apps.review import ReviewFlag, review_points, run_with_review, waiting_line
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import CriticMode, Profile, Settings
+from webgen_agent.core.context import CriticMode, Prices, Profile, Settings
 from webgen_agent.core.views import ReviewPoint
 
 if TYPE_CHECKING:
@@ -59,6 +62,8 @@ def run(
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
     review: ReviewFlag = None,
+    budget_usd: BudgetUsdFlag = None,
+    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -75,6 +80,8 @@ def run(
         allow_shell=allow_shell or None,
         profile=profile,
         review=_points(review),
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
         **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
     )
     from webgen_agent.checkpoints.runs import new_run_id
@@ -109,6 +116,8 @@ def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
     no_sandbox: Annotated[bool, no_sandbox_option()] = False,
     review: ReviewFlag = None,
+    budget_usd: BudgetUsdFlag = None,
+    budget_tokens: BudgetTokensFlag = None,
     answer: Annotated[
         str | None,
         typer.Option(help='Answer the review the run waits for, as JSON: {"action": "approve"|"edit"|"reject", ...}.'),
@@ -116,7 +125,8 @@ def resume(
     *,
     settings: Settings,
 ) -> None:
-    """Continue an interrupted or failed run from its last checkpoint (a run waiting for review is asked again)."""
+    """Continue an interrupted or failed run, or one stopped at its budget (give a larger one), from its last
+    checkpoint (a run waiting for review is asked again)."""
     from webgen_agent.core.views import review_decision
     from webgen_agent.graph.api import resume_run
     from webgen_agent.tools.models import ModelCallError
@@ -125,6 +135,12 @@ def resume(
     points = _points(review)
     if points is not None:
         recorded["review"] = points
+    # The run keeps its recorded prices and budgets; flags (and price variables) given now beat them.
+    recorded["prices"] = settings.prices().over(Prices.model_validate(recorded.get("prices") or {}))
+    if budget_usd is not None:
+        recorded["budget_usd"] = budget_usd
+    if budget_tokens is not None:
+        recorded["budget_tokens"] = budget_tokens
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     try:
         decision = review_decision(json.loads(answer)) if answer is not None else None
@@ -161,11 +177,13 @@ def _points(values: list[str] | None) -> list[ReviewPoint] | None:
 
 
 def _finish(result: RunResult) -> None:
-    """The step table; a run left waiting for review says so and how to answer, and exits with 3."""
+    """The step table; a run left waiting for review says so and how to answer, and exits with 3; a run
+    stopped at its budget says what it spent and how to continue, and exits with 4."""
     print_result(result)
     if result.review is not None:
         errors.print(f"[yellow]{escape(waiting_line(result.review))}[/yellow]", soft_wrap=True)
         raise typer.Exit(WAITING_EXIT_CODE)
+    print_stop(result)
 
 
 @app.command()
@@ -223,13 +241,26 @@ def runs(
     """List the runs in the database with status, requirement and best scores."""
     from rich.table import Table
 
+    from webgen_agent.core.costs import usd_text
+
     records = RunIndex(resolve_db(db)).list()
     if json_output:
         for record in records:
             sys.stdout.write(record.model_dump_json(exclude={"settings"}) + "\n")
         return
     table = Table(title=f"runs in {resolve_db(db)}")
-    for column in ("run id", "status", "steps", "chosen", "screenshot", "gui", "group", "requirement"):
+    for column in (
+        "run id",
+        "status",
+        "steps",
+        "chosen",
+        "screenshot",
+        "gui",
+        "tokens",
+        "cost",
+        "group",
+        "requirement",
+    ):
         table.add_column(column)
     for r in records:
         table.add_row(
@@ -239,6 +270,8 @@ def runs(
             str(r.chosen_step if r.chosen_step is not None else "-"),
             f"{r.best_screenshot}/5",
             f"{r.best_gui}/5",
+            f"{r.tokens:,}",
+            usd_text(r.cost_usd),
             r.group_id,
             r.requirement[:60],
         )

@@ -24,6 +24,7 @@ from webgen_agent.apps.report.model import (
 )
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
+from webgen_agent.core.costs import usd_text
 
 SCREENSHOT_COLOUR = "#2563eb"
 GUI_COLOUR = "#16a34a"
@@ -42,7 +43,7 @@ h1 { font-size: 1.5rem; margin: 0 0 4px; } h2 { margin-top: 32px; } h3 { margin:
          background: #e5e7eb; }
 .badge.finished, .badge.pass { background: #dcfce7; color: #166534; }
 .badge.failed, .badge.errored, .badge.fail { background: #fee2e2; color: #991b1b; }
-.badge.interrupted { background: #fef3c7; color: #92400e; }
+.badge.interrupted, .badge.budget { background: #fef3c7; color: #92400e; }
 .badge.chosen { background: #fde68a; color: #78350f; } .badge.inherited { background: #e0e7ff; color: #3730a3; }
 blockquote { margin: 12px 0; padding: 12px 16px; background: #fff; border-left: 4px solid #2563eb; }
 .note { padding: 10px 14px; background: #eef2ff; border: 1px solid #c7d2fe; border-radius: 6px; margin: 8px 0; }
@@ -142,6 +143,7 @@ def _totals(report: RunReport) -> str:
         ("input tokens", f"{t.input_tokens:,}"),
         ("output tokens", f"{t.output_tokens:,}"),
         ("model calls", str(t.model_calls)),
+        ("cost", usd_text(t.cost_usd) if t.cost_usd is not None else "unknown"),
     ]
     return '<div class="totals">' + "".join(f"<div><b>{_e(v)}</b>{_e(k)}</div>" for k, v in cells) + "</div>"
 
@@ -308,7 +310,7 @@ def _step(step: StepReport) -> str:
     parent = f" · builds on step {step.parent}" if step.parent is not None else ""
     head = (
         f"<h3>Step {step.index} · {_e(step.role)} · {_e(step.action)}{badges}</h3>"
-        f'<p class="muted small">{_e(step.summary)}{_e(parent)} · {step.wall_seconds:.1f} s · {step.total_tokens:,} tokens</p>'
+        f'<p class="muted small">{_e(step.summary)}{_e(parent)} · {step.wall_seconds:.1f} s · {step.total_tokens:,} tokens · {_e(usd_text(step.cost_usd) if step.cost_usd is not None else "cost unknown")}</p>'
     )
     parts = [head, _shots(step), _execution(step), _judge(step)]
     if step.gui is not None:
@@ -408,12 +410,13 @@ def _costs(nodes: list[NodeCost]) -> str:
         return ""
     rows = "".join(
         f"<tr><td>{_e(n.node)}</td><td>{n.seconds:.2f}</td><td>{n.input_tokens:,}</td><td>{n.output_tokens:,}</td>"
-        f"<td>{n.calls}</td></tr>"
+        f"<td>{n.calls}</td><td>{_e(usd_text(n.cost_usd) if n.cost_usd is not None else 'unknown')}</td></tr>"
         for n in nodes
     )
     return (
-        '<details><summary>Time and tokens per node</summary><table class="costs"><tr><th>node</th>'
-        f"<th>seconds</th><th>input tokens</th><th>output tokens</th><th>calls</th></tr>{rows}</table></details>"
+        '<details><summary>Time, tokens and cost per node</summary><table class="costs"><tr><th>node</th>'
+        "<th>seconds</th><th>input tokens</th><th>output tokens</th><th>calls</th><th>cost</th></tr>"
+        f"{rows}</table></details>"
     )
 
 

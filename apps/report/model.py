@@ -18,6 +18,7 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.costs import add_costs
 from webgen_agent.core.state import Step
 from webgen_agent.core.steps import StepView
 from webgen_agent.tools.gui_agent import GuiAction
@@ -31,6 +32,7 @@ class NodeCost(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
+    cost_usd: float | None = 0.0
 
 
 class GuiTest(BaseModel):
@@ -82,6 +84,7 @@ class Totals(BaseModel):
     input_tokens: int
     output_tokens: int
     model_calls: int
+    cost_usd: float | None = Field(default=0.0, description="USD; None when a price was unknown.")
 
 
 class RunReport(BaseModel):
@@ -223,6 +226,7 @@ def gui_test(step: Step, store: BlobStore) -> GuiTest | None:
 def node_costs(step: Step) -> list[NodeCost]:
     timings = step["timings"] or {}
     tokens = step["tokens"] or {}
+    costs = step.get("cost") or {}
     return [
         NodeCost(
             node=node,
@@ -230,6 +234,7 @@ def node_costs(step: Step) -> list[NodeCost]:
             input_tokens=tokens.get(node, {}).get("input", 0),
             output_tokens=tokens.get(node, {}).get("output", 0),
             calls=tokens.get(node, {}).get("calls", 0),
+            cost_usd=costs.get(node, 0.0),
         )
         for node in [*timings, *(n for n in tokens if n not in timings)]
     ]
@@ -243,6 +248,7 @@ def totals(steps: list[StepReport]) -> Totals:
         input_tokens=sum(n.input_tokens for n in nodes),
         output_tokens=sum(n.output_tokens for n in nodes),
         model_calls=sum(n.calls for n in nodes),
+        cost_usd=add_costs(s.cost_usd for s in steps),
     )
 
 

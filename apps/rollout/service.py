@@ -4,7 +4,8 @@ Each trajectory is its own run (one checkpoint thread) with ``group_id`` = the i
 deterministic run id (``<name>-<record id>-s<k>``), so running the same rollout again finds them:
 finished trajectories are skipped, interrupted or failed ones continue from their last checkpoint.
 Several run at a time and all share one bound ``Resources`` (one Chromium, one blob store). A
-trajectory that fails is recorded as failed (runs table) and never stops the others.
+trajectory that fails is recorded as failed (runs table) and never stops the others. A budget for
+the whole rollout (``Spending``) stops it from starting trajectories once spent (docs/costs.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext, Profile
+from webgen_agent.core.costs import Spending
 from webgen_agent.graph.api import RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -119,12 +121,19 @@ class TrajectoryDriver:
     """Runs specs inside the bound Resources: in-process workers, or a Ray actor (apps.cluster)."""
 
     def __init__(
-        self, *, context: AgentContext, db_path: Database, out_dir: Path, listener: RolloutListener | None
+        self,
+        *,
+        context: AgentContext,
+        db_path: Database,
+        out_dir: Path,
+        listener: RolloutListener | None,
+        spending: Spending | None = None,
     ) -> None:
         self.context = context
         self.db_path = db_path
         self.out_dir = out_dir
         self.listener = listener
+        self.spending = spending
         self.runs = RunIndex(db_path)
 
     async def has_checkpoint(self, run_id: str) -> bool:
@@ -192,6 +201,8 @@ class TrajectoryDriver:
 
     async def _drive(self, spec: TrajectorySpec, *, resumed: bool) -> RunResult:
         def on_progress(event: dict[str, Any]) -> None:
+            if self.spending is not None:
+                self.spending.add(event)
             if self.listener is not None:
                 self.listener.event(spec, event)
 
@@ -222,17 +233,20 @@ async def run_rollout(
     out_dir: str | Path,
     workers: int = 2,
     listener: RolloutListener | None = None,
+    spending: Spending | None = None,
 ) -> list[TrajectoryOutcome]:
     """Run (or continue) every planned trajectory, ``workers`` at a time; outcomes in plan order.
 
-    ``context`` is used as given; build it with ``rollout_context`` for upstream's settings.
+    ``context`` is used as given; build it with ``rollout_context`` for upstream's settings. With
+    ``spending`` (the whole rollout's budget), no trajectory is started once it is spent (those in
+    flight finish); the ones never started have no outcome.
     """
     if workers < 1:
         raise ValueError("workers must be at least 1")
     database, out_dir = Database.of(db_path), Path(out_dir)
     # Servers and browsers of an earlier rollout process that was killed would otherwise linger.
     Resources.reap_orphans(database)
-    driver = TrajectoryDriver(context=context, db_path=database, out_dir=out_dir, listener=listener)
+    driver = TrajectoryDriver(context=context, db_path=database, out_dir=out_dir, listener=listener, spending=spending)
     queue: asyncio.Queue[int] = asyncio.Queue()
     for position in range(len(specs)):
         queue.put_nowait(position)
@@ -240,6 +254,8 @@ async def run_rollout(
 
     async def worker() -> None:
         while not queue.empty():
+            if spending is not None and spending.reached():
+                return  # the rollout's budget is spent: start nothing more
             position = queue.get_nowait()
             outcomes[position] = await driver.run_one(specs[position])
 

@@ -38,7 +38,7 @@ from webgen_agent.apps.scripted.engine import (
     request_facts,
     stream_events,
 )
-from webgen_agent.apps.scripted.views import ErrorBody, ErrorDetail, Fault, RequestRecord, Scenario
+from webgen_agent.apps.scripted.views import ErrorBody, ErrorDetail, Fault, RequestRecord, Scenario, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +115,9 @@ class ScriptedModel:
         with self._log_lock:
             return list(self._log)
 
-    def _record(self, facts: RequestFacts | None, rule_index: int | None, status: int) -> None:
+    def _record(
+        self, facts: RequestFacts | None, rule_index: int | None, status: int, usage: Usage | None = None
+    ) -> None:
         record = RequestRecord(
             model=facts.model if facts else "",
             turn=facts.turn if facts else None,
@@ -123,6 +125,8 @@ class ScriptedModel:
             rule_index=rule_index,
             status=status,
             last_user_text=facts.last_user_text if facts else "",
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
         )
         with self._log_lock:
             self._log.append(record)
@@ -196,7 +200,7 @@ class ScriptedModel:
             return _DroppedAnswer()
         if fault.empty_choices:
             completion = build_completion(Reply(content=""), facts, body, rule_index)
-            self._record(facts, rule_index, 200)
+            self._record(facts, rule_index, 200, completion.usage)
             return JSONResponse({**completion.model_dump(exclude_none=False), "choices": []})
         return self._completion_response(Reply(content=MALFORMED_CONTENT), facts, body, rule_index)
 
@@ -204,7 +208,7 @@ class ScriptedModel:
         self, reply: Reply, facts: RequestFacts, body: dict[str, Any], rule_index: int
     ) -> Response:
         completion = build_completion(reply, facts, body, rule_index)
-        self._record(facts, rule_index, 200)
+        self._record(facts, rule_index, 200, completion.usage)
         if body.get("stream"):
             events = stream_events(completion, body)
 

@@ -42,7 +42,7 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
-from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, shared_http_client
+from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, Usage, shared_http_client, spend
 
 if TYPE_CHECKING:
     from browser_use import Agent, BrowserSession
@@ -359,6 +359,10 @@ async def _run(
         if result.error and short(result.error) not in history_errors:
             history_errors.append(short(result.error) or "")
     usage = await agent.token_cost_service.get_usage_summary()
+    # The GUI agent is the vision model's role: its tokens are priced as the vlm's.
+    spend(
+        "vlm", Usage(input_tokens=usage.total_prompt_tokens, output_tokens=usage.total_completion_tokens, calls=steps)
+    )
     final_png = budget.final_png or last_history_png(agent)
     await asyncio.to_thread(_remove_agent_directory, agent)
     return GuiRun(

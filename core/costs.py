@@ -1,0 +1,115 @@
+"""What model calls cost, and how much of a run's budget is spent (docs/costs.md).
+
+Costs are USD floats, or None when a price they need is unknown: an unknown price is shown as
+unknown ("?"), never guessed. The step record keeps one cost per node (``Step.cost``); a step's and
+a run's cost are sums, unknown as soon as one of their parts is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from webgen_agent.core.context import Prices, Role
+
+MILLION = 1_000_000
+
+
+def call_cost(prices: Prices, role: Role, input_tokens: int, output_tokens: int) -> float | None:
+    """USD for these tokens at ``role``'s prices; None when a price the tokens need is unknown."""
+    price = getattr(prices, role)
+    total = 0.0
+    for tokens, per_mtok in ((input_tokens, price.input_usd_per_mtok), (output_tokens, price.output_usd_per_mtok)):
+        if tokens:
+            if per_mtok is None:
+                return None
+            total += tokens * per_mtok / MILLION
+    return total
+
+
+def add_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum; None (unknown) when any part is unknown."""
+    total = 0.0
+    for cost in costs:
+        if cost is None:
+            return None
+        total += cost
+    return total
+
+
+def step_cost(costs: Mapping[str, float | None]) -> float | None:
+    """A step's cost from its per-node costs (0.0 when it made no priced call)."""
+    return add_costs(costs.values())
+
+
+def step_tokens(tokens: Mapping[str, Mapping[str, int]]) -> int:
+    return sum(usage.get("input", 0) + usage.get("output", 0) for usage in tokens.values())
+
+
+def spent(steps: Iterable[Mapping[str, Any]]) -> tuple[float | None, int]:
+    """(USD, tokens) a run's steps used so far; USD None when some cost is unknown."""
+    records = list(steps)
+    usd = add_costs(step_cost(step.get("cost") or {}) for step in records)
+    return usd, sum(step_tokens(step.get("tokens") or {}) for step in records)
+
+
+class BudgetLimits(Protocol):
+    budget_usd: float | None
+    budget_tokens: int | None
+
+
+def budget_reached(usd: float | None, tokens: int, limits: BudgetLimits) -> str | None:
+    """Why the budget is spent (one line), or None while there is room."""
+    if limits.budget_tokens is not None and tokens >= limits.budget_tokens:
+        return f"{tokens:,} tokens used of a {limits.budget_tokens:,}-token budget"
+    if limits.budget_usd is not None:
+        if usd is None:  # never guessed: a USD budget cannot be kept over calls made without prices
+            return f"the cost so far is unknown (calls made without prices), so no {usd_text(limits.budget_usd)} budget can be kept"
+        if usd >= limits.budget_usd:
+            return f"{usd_text(usd)} spent of a {usd_text(limits.budget_usd)} budget"
+    return None
+
+
+def usd_text(usd: float | None) -> str:
+    """A cost for people: ``$0.0123``; ``?`` when unknown."""
+    if usd is None:
+        return "?"
+    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
+
+
+class Budget(BaseModel):
+    """A budget for a whole command (``rollout``, ``bench``): None means no limit of that kind."""
+
+    budget_usd: float | None = Field(default=None, gt=0, description="USD the command's runs may spend.")
+    budget_tokens: int | None = Field(default=None, ge=1, description="Tokens the command's runs may use.")
+
+    @property
+    def set(self) -> bool:
+        return self.budget_usd is not None or self.budget_tokens is not None
+
+
+class Spending:
+    """What a command's runs spent so far, counted from their progress events (runs still going
+    included), against the command's budget; one per command, shared by its concurrent runs."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.usd: float | None = 0.0
+        self.tokens = 0
+
+    def add(self, event: Mapping[str, Any]) -> None:
+        """Count one progress event (a node's end carries its tokens and cost)."""
+        self.tokens += event.get("input_tokens", 0) + event.get("output_tokens", 0)
+        if event.get("priced") is False:
+            self.usd = None
+        elif event.get("cost_usd") is not None:
+            self.usd = add_costs([self.usd, event["cost_usd"]])
+
+    def reached(self) -> str | None:
+        """Why the budget is spent (one line), or None while there is room (always None without one)."""
+        return budget_reached(self.usd, self.tokens, self.budget) if self.budget.set else None
+
+    def line(self) -> str:
+        return f"{usd_text(self.usd)} and {self.tokens:,} tokens spent"
