@@ -237,6 +237,17 @@ BudgetTokensFlag = Annotated[
 ]
 
 
+def with_recorded(settings: Settings, recorded: dict[str, Any], **budgets: float | int | None) -> dict[str, Any]:
+    """A run's recorded settings for continuing it (``resume``, ``fork``): prices given now (flags or
+    variables) beat the recorded ones, and so do the budgets given now."""
+    from webgen_agent.core.context import Prices
+
+    merged = dict(recorded)
+    merged["prices"] = settings.prices().over(Prices.model_validate(recorded.get("prices") or {}))
+    merged.update({name: value for name, value in budgets.items() if value is not None})
+    return merged
+
+
 def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: AgentContext) -> Any:
     """The ``Spending`` of a command with a budget for all its runs (None without one); a budget in
     USD with an unknown price ends the command with one line."""

@@ -18,6 +18,7 @@ from webgen_agent.apps.cli.common import (
     run_async,
     run_with_view,
     with_model_flags,
+    with_recorded,
 )
 from webgen_agent.checkpoints.outputs import event_line
 from webgen_agent.checkpoints.runs import RunIndex
@@ -99,7 +100,7 @@ def fork(
     from webgen_agent.graph.api import fork_run
     from webgen_agent.tools.models import ModelCallError
 
-    recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
+    recorded = with_recorded(settings, RunIndex(resolve_db(settings.db)).settings(run_id))
     if max_steps is not None:
         recorded["max_steps"] = max_steps
     context = make_context(settings, **recorded)

@@ -31,10 +31,11 @@ from webgen_agent.apps.cli.common import (
     resolve_db,
     run_async,
     with_model_flags,
+    with_recorded,
 )
 from webgen_agent.apps.review import ReviewFlag, review_points, run_with_review, waiting_line
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import CriticMode, Prices, Profile, Settings
+from webgen_agent.core.context import CriticMode, Profile, Settings
 from webgen_agent.core.views import ReviewPoint
 
 if TYPE_CHECKING:
@@ -136,11 +137,7 @@ def resume(
     if points is not None:
         recorded["review"] = points
     # The run keeps its recorded prices and budgets; flags (and price variables) given now beat them.
-    recorded["prices"] = settings.prices().over(Prices.model_validate(recorded.get("prices") or {}))
-    if budget_usd is not None:
-        recorded["budget_usd"] = budget_usd
-    if budget_tokens is not None:
-        recorded["budget_tokens"] = budget_tokens
+    recorded = with_recorded(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     try:
         decision = review_decision(json.loads(answer)) if answer is not None else None
