@@ -35,6 +35,7 @@ from webgen_agent.checkpoints.export import export_trajectories
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.checkpoints.views import ChatMessage, WebloopRecord
 
 SYSTEM = "You build websites. Answer with whole files in a boltArtifact."
 GROUPS = {"recipes": "Build a recipe list site.", "habits": "Build a habit tracker site."}
@@ -305,3 +306,90 @@ def test_bad_input_is_one_clear_line(base: Path, steps_file: Path, model_dir: Pa
         base / "plain.db",
     )
     assert result.exit_code == 2 and "--text is for the step-grpo and critic formats" in " ".join(result.output.split())
+
+
+PRAISE = "Every requirement is met."  # a Critic turn that judged well (D 1) but helped nothing (H -1)
+BLAME = "The footer is missing: add it."  # judged badly (D 0), but its refinement helped (H 1)
+
+
+def webloop_file(path: Path) -> Path:
+    """Webloop records of Critic turns whose advantage changes sign at the reward switch."""
+    records = []
+    for group, requirement in GROUPS.items():
+        prompt = [ChatMessage(role="system", content=SYSTEM), ChatMessage(role="user", content=requirement)]
+        for sample, (text, d, h) in enumerate([(PRAISE, 1.0, -1.0), (BLAME, 0.0, 1.0)] * 2):
+            records.append(
+                WebloopRecord(
+                    group_id=group,
+                    trajectory_id=f"{group}-s{sample}",
+                    step=0,
+                    role="critic",
+                    prompt=prompt,
+                    completion=[ChatMessage(role="assistant", content=text)],
+                    reward=d + h,
+                    d=d,
+                    h=h,
+                    advantage=0.0 if text == PRAISE else 1.0,  # as exported with --critic-reward dh
+                    group_mean=0.5,
+                    group_std=0.5,
+                    group_size=4,
+                    check_score=0.5,
+                    check_score_after=0.5 + h / 2,
+                    checks=["YES", "NO"],
+                    critic_verdicts=["met", "met"] if text == PRAISE else ["unmet", "unmet"],
+                    critic_model="coder",
+                    format_ok=True,
+                )
+            )
+    path.write_text("".join(r.model_dump_json() + "\n" for r in records))
+    return path
+
+
+def praise_minus_blame(model_path: Path, data: Path) -> float:
+    """How much likelier the model finds PRAISE than BLAME (mean completion-token logprob)."""
+    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    means: dict[str, list[float]] = {PRAISE: [], BLAME: []}
+    for record in read_records(data):
+        example = encode(record, tokenizer, 1024)
+        assert example is not None
+        sequence = torch.tensor([example.input_ids])
+        with torch.no_grad():
+            logprobs = completion_logprobs(model(input_ids=sequence).logits, sequence)[0, example.start - 1 :]
+        means[record.completion_content].append(float(logprobs.mean()))
+    return sum(means[PRAISE]) / len(means[PRAISE]) - sum(means[BLAME]) / len(means[BLAME])
+
+
+def test_the_critic_reward_switch_trains_on_d_first_then_on_d_plus_h(base: Path, model_dir: Path) -> None:
+    data = webloop_file(base / "webloop.jsonl")
+    start = praise_minus_blame(model_dir, data)
+    reports, gaps = {}, {}
+    for switch in (0, 100):  # D + H from the first step; D alone throughout
+        out = base / f"switch-{switch}"
+        result = run_cli(
+            "train", "--data", data, "--model", model_dir, "--out", out, "--critic-reward-switch", switch,
+            "--epochs", "6", "--batch-size", "4", "--lr", "3e-3", "--max-length", "256",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        reports[switch] = json.loads((out / "training.json").read_text())["report"]
+        gaps[switch] = praise_minus_blame(out, data)
+    assert gaps[100] > start + 0.5, (start, gaps)  # on D alone the good judge is reinforced
+    assert gaps[0] < start - 0.5, (start, gaps)  # on D + H the helpful one is
+    assert {s["critic_reward"] for s in reports[100]["history"]} == {"d"}
+    assert {s["critic_reward"] for s in reports[0]["history"]} == {"dh"}
+
+    out = base / "switch-2"
+    result = run_cli(
+        "train", "--data", data, "--model", model_dir, "--out", out, "--critic-reward-switch", "2", "--max-steps", "3",
+        "--epochs", "2", "--batch-size", "4", "--max-length", "256",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    history = json.loads((out / "training.json").read_text())["report"]["history"]
+    assert [s["critic_reward"] for s in history] == ["d", "d", "dh"]
+
+
+def test_the_reward_switch_needs_critic_turns(base: Path, steps_file: Path, model_dir: Path) -> None:
+    result = run_cli(
+        "train", "--data", steps_file, "--model", model_dir, "--out", base / "no-switch", "--critic-reward-switch", "2"
+    )
+    assert result.exit_code != 0 and "needs a webloop export" in result.output

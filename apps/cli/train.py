@@ -14,7 +14,7 @@ app = typer.Typer()
 
 @app.command()
 def train(
-    data: Annotated[Path, typer.Option(help="A step-grpo export: JSON lines, or parquet (.parquet).")],
+    data: Annotated[Path, typer.Option(help="A step-grpo or webloop export: JSON lines, or parquet (.parquet).")],
     model: Annotated[Path, typer.Option(help="Local Hugging Face directory of a causal LM and its tokenizer.")],
     out: Annotated[Path, typer.Option(help="Directory for the trained model, tokenizer and training.json.")],
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the data.")] = 1,
@@ -40,8 +40,17 @@ def train(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     seed: Annotated[int, typer.Option(help="Shuffling and initialisation seed.")] = 0,
     max_steps: Annotated[int | None, typer.Option(min=1, help="Stop after this many optimizer steps.")] = None,
+    critic_reward_switch: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="STEPS",
+            help="webloop exports: the Critic learns from D alone for STEPS optimizer steps, then from D + H "
+            "(WebLoop's reward switch, about 15 updates in the paper).",
+        ),
+    ] = None,
 ) -> None:
-    """Train MODEL on a step-grpo export (PPO clip against exported logprobs, else advantage-weighted)."""
+    """Train MODEL on a step-grpo or webloop export (PPO clip against exported logprobs, else advantage-weighted)."""
     try:
         from webgen_agent.apps.train.chat import ChatTemplateError
         from webgen_agent.apps.train.data import TrainDataError
@@ -71,6 +80,7 @@ def train(
         device=device,
         seed=seed,
         max_steps=max_steps,
+        critic_reward_switch=critic_reward_switch,
     )
     try:
         report = run_training(config)

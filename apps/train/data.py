@@ -1,4 +1,4 @@
-"""Training records read from a step-grpo export (JSON lines or parquet); no torch here."""
+"""Training records read from a step-grpo or webloop export (JSON lines or parquet); no torch here."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from webgen_agent.checkpoints.credit import CriticReward, critic_reward
+from webgen_agent.checkpoints.rewards import advantages
 
 
 class TrainDataError(ValueError):
@@ -32,6 +35,11 @@ class TrainRecord(BaseModel):
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = Field(default=None, description="Old-policy logprob per completion id.")
+    # webloop records: which role's turn, its group, and the Critic's discriminability and helpfulness.
+    role: str | None = None
+    group_id: str | None = None
+    d: float | None = None
+    h: float | None = None
 
     @model_validator(mode="after")
     def _same_kind(self) -> TrainRecord:
@@ -76,7 +84,7 @@ def _rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def read_records(path: str | Path) -> list[TrainRecord]:
-    """Every record of a step-grpo export; raises TrainDataError naming the first bad record."""
+    """Every record of a step-grpo or webloop export; raises TrainDataError naming the first bad record."""
     path = Path(path)
     if not path.is_file():
         raise TrainDataError(f"{path}: no such file")
@@ -87,7 +95,21 @@ def read_records(path: str | Path) -> list[TrainRecord]:
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"]) or "record"
-            raise TrainDataError(f"{where}: {field}: {first['msg']} (expected a step-grpo record)") from exc
+            raise TrainDataError(f"{where}: {field}: {first['msg']} (expected a step-grpo or webloop record)") from exc
     if not records:
         raise TrainDataError(f"{path}: no records")
     return records
+
+
+def critic_advantages(records: list[TrainRecord], kind: CriticReward) -> dict[int, float]:
+    """Record index -> the advantage of a Critic turn whose reward is ``kind`` (d, h or dh), normalised
+    over the Critic turns of its group as the webloop export does; only webloop Critic records."""
+    groups: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        if record.role == "critic" and record.d is not None and record.h is not None:
+            groups.setdefault(record.group_id or "", []).append(index)
+    found: dict[int, float] = {}
+    for indices in groups.values():
+        rewards = [critic_reward(records[i].d or 0.0, records[i].h or 0.0, kind) for i in indices]
+        found.update(zip(indices, advantages(rewards)))
+    return found

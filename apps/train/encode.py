@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from webgen_agent.apps.train.chat import split_rendering
@@ -22,6 +22,14 @@ class Example:
     old_logprobs: list[float] | None  # one per completion token, from the sampling policy
     source: Literal["exported ids", "chat template", "text"]
     truncated: bool
+    # A webloop Critic turn under a reward switch: its advantage before the switch (D alone) and after.
+    switched: tuple[float, float] | None = None
+
+    def at_step(self, before_switch: bool) -> Example:
+        """This example with the advantage its phase of the reward switch gives it."""
+        if self.switched is None:
+            return self
+        return replace(self, advantage=self.switched[0 if before_switch else 1])
 
     @property
     def completion_tokens(self) -> int:

@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from webgen_agent.apps.train.batch import Batch
 from webgen_agent.apps.train.chat import load_tokenizer
-from webgen_agent.apps.train.data import TrainDataError, read_records
+from webgen_agent.apps.train.data import TrainDataError, TrainRecord, critic_advantages, read_records
 from webgen_agent.apps.train.encode import Example, encode
 from webgen_agent.apps.train.loss import policy_loss
 
@@ -50,6 +51,11 @@ class TrainConfig(BaseModel):
     device: str = "auto"
     seed: int = 0
     max_steps: int | None = Field(default=None, ge=1, description="Stop after this many optimizer steps.")
+    critic_reward_switch: int | None = Field(
+        default=None,
+        ge=0,
+        description="webloop data: the Critic's reward is D alone for this many optimizer steps, then D + H.",
+    )
 
 
 class StepFigures(BaseModel):
@@ -61,6 +67,9 @@ class StepFigures(BaseModel):
     kl: float
     tokens: int
     lr: float
+    critic_reward: Literal["d", "dh"] | None = Field(
+        default=None, description="The Critic's reward in this step (with --critic-reward-switch)."
+    )
 
 
 class TrainReport(BaseModel):
@@ -161,6 +170,8 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
     dtype = _dtype(config.dtype, device)
     tokenizer = _tokenizer(config.model)
     encoded = [encode(r, tokenizer, config.max_length) for r in records]
+    if config.critic_reward_switch is not None:
+        encoded = _with_reward_switch(records, encoded, config)
     examples = [e for e in encoded if e is not None]
     if not examples:
         raise TrainDataError(f"{config.data}: no record has a completion token within --max-length {config.max_length}")
@@ -184,7 +195,11 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
         for index, micro_batches in enumerate(_steps(examples, config, rng)):
             if index >= total:
                 break
-            batches = [Batch(chunk, tokenizer.pad_token_id, device) for chunk in micro_batches]
+            before_switch = config.critic_reward_switch is not None and index < config.critic_reward_switch
+            batches = [
+                Batch([e.at_step(before_switch) for e in chunk], tokenizer.pad_token_id, device)
+                for chunk in micro_batches
+            ]
             step_tokens = sum(b.tokens for b in batches)
             loss_sum = ratio_sum = clipped = kl_sum = 0.0
             for batch in batches:
@@ -219,6 +234,7 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
                 kl=kl_sum / max(step_tokens, 1),
                 tokens=step_tokens,
                 lr=config.lr,
+                critic_reward=None if config.critic_reward_switch is None else ("d" if before_switch else "dh"),
             )
             history.append(figures)
             progress.update(
@@ -244,6 +260,23 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
         json.dumps({"config": json.loads(config.model_dump_json()), "report": report.model_dump()}, indent=1)
     )
     return report
+
+
+def _with_reward_switch(
+    records: list[TrainRecord], encoded: list[Example | None], config: TrainConfig
+) -> list[Example | None]:
+    """WebLoop's reward switch: each Critic turn carries its advantage from D alone (before the switch)
+    and from D + H (after), both normalised over its group's Critic turns; other turns keep theirs."""
+    before, after = critic_advantages(records, "d"), critic_advantages(records, "dh")
+    if not before:
+        raise TrainDataError(
+            f"{config.data}: --critic-reward-switch needs a webloop export (Critic turns with d and h); "
+            "this file has none"
+        )
+    return [
+        replace(example, switched=(before[i], after[i])) if example is not None and i in before else example
+        for i, example in enumerate(encoded)
+    ]
 
 
 def _reference_logprobs(batch: Batch, model: Any, reference: Any, config: TrainConfig) -> torch.Tensor:
