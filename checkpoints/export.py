@@ -467,7 +467,8 @@ async def export_trajectories(
     """Read the trajectories and write ``out`` (JSON lines, or parquet) in ``export_format``; with
     ``render``, a prompt-completion format's messages become the chat template's strings."""
     if render is not None and export_format not in TEXT_FORMATS:
-        raise ValueError(f"the text layout is for the {' and '.join(TEXT_FORMATS)} formats, not {export_format}")
+        formats = f"{', '.join(TEXT_FORMATS[:-1])} and {TEXT_FORMATS[-1]}"
+        raise ValueError(f"the text layout is for the {formats} formats, not {export_format}")
     started = time.monotonic()
     trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
     store = BlobStore(db_path)

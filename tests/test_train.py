@@ -305,7 +305,9 @@ def test_bad_input_is_one_clear_line(base: Path, steps_file: Path, model_dir: Pa
         "--db",
         base / "plain.db",
     )
-    assert result.exit_code == 2 and "--text is for the step-grpo and critic formats" in " ".join(result.output.split())
+    assert result.exit_code == 2 and "--text is for the step-grpo, critic and webloop formats" in " ".join(
+        result.output.split()
+    )
 
 
 PRAISE = "Every requirement is met."  # a Critic turn that judged well (D 1) but helped nothing (H -1)

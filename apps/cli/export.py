@@ -229,7 +229,9 @@ def export(
     render: ChatRender | None = None
     if text:
         if export_format not in TEXT_FORMATS:
-            fail(f"--text is for the {' and '.join(TEXT_FORMATS)} formats, not {export_format}")
+            fail(
+                f"--text is for the {', '.join(TEXT_FORMATS[:-1])} and {TEXT_FORMATS[-1]} formats, not {export_format}"
+            )
         try:
             render = ChatTemplateRender(chat_template or Path())
         except ChatTemplateError as exc:
