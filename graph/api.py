@@ -25,7 +25,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import DEFAULT_DB, AgentContext
-from webgen_agent.core.costs import budget_reached, spent
+from webgen_agent.core.costs import Budget, Spending, add_costs, budget_reached, spent
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
@@ -128,6 +128,15 @@ async def _drive(
     runs = await asyncio.to_thread(RunIndex, db_path)
     await runs.astart(record)
     config = run_config(record.run_id, record.group_id)
+    # What this invocation spends, from the nodes' progress events: a run that fails still shows it.
+    tally = Spending(Budget())
+    before = (0.0, 0) if graph_input is not None else (record.cost_usd, record.tokens)
+
+    def progress(event: dict[str, Any]) -> None:
+        tally.add(event)
+        if on_progress is not None:
+            on_progress(event)
+
     async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
         graph = compile_graph(saver)
         next_input: InputState | Command | None = graph_input
@@ -138,8 +147,8 @@ async def _drive(
                 async for mode, chunk in graph.astream(
                     next_input, config, context=context, stream_mode=["custom", "updates"]
                 ):
-                    if mode == "custom" and on_progress is not None and isinstance(chunk, dict) and "webgen" in chunk:
-                        on_progress(chunk["webgen"])
+                    if mode == "custom" and isinstance(chunk, dict) and "webgen" in chunk:
+                        progress(chunk["webgen"])
             except BaseException as exc:
                 # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
                 interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(
@@ -147,14 +156,16 @@ async def _drive(
                 )
                 status = "interrupted" if interrupted else "failed"
                 # Not awaited in a thread: a cancelled task must still record this before it unwinds.
-                runs.update(record.run_id, status=status, error=str(exc)[:2000])
+                spent_now = {"cost_usd": add_costs([before[0], tally.usd]), "tokens": before[1] + tally.tokens}
+                runs.update(record.run_id, status=status, error=str(exc)[:2000], **spent_now)
                 raise
             snapshot = await graph.aget_state(config)
             request = pending_review(snapshot.interrupts)
             if request is None:
                 break
             # Recorded before anyone is asked: a process that dies while waiting leaves it waiting.
-            await runs.aupdate(record.run_id, status="review", error="")
+            usd, tokens = spent(snapshot.values.get("steps") or [])
+            await runs.aupdate(record.run_id, status="review", error="", cost_usd=usd, tokens=tokens)
             decision = await reviewer(request) if reviewer is not None else None
             if decision is None:
                 summary = await asyncio.to_thread(

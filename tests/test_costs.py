@@ -17,13 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from webgen_agent.apps.demo import scenario_path
+from webgen_agent.apps.bench.service import Generator
+from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
-from webgen_agent.apps.scripted.views import RequestRecord, Scenario
+from webgen_agent.apps.scripted.views import RequestRecord, Rule, Scenario
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import AgentContext, ConfigError, Settings
 from webgen_agent.core.costs import Budget, Spending
+from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.routers import route_after_critic
+from webgen_agent.tools.models import ModelCallError
+from webgen_agent.tools.webgen_bench import load_records
 
 REQUIREMENT = "A coffee-shop landing page with a button that shows the opening hours."
 ROLE_OF = {"scripted-coder": "coder", "scripted-vlm": "vlm", "scripted-feedback": "feedback"}
@@ -233,3 +237,54 @@ def test_a_rollout_with_a_whole_budget_stops_starting_runs(tmp_path, chromium_pa
         assert second.returncode == 0, second.stdout + second.stderr
     assert sorted(r.run_id for r in RunIndex(db).list()) == ["w-cafe-s0", "w-cafe-s1", "w-cafe-s2"]
     assert all(r.status == "finished" for r in RunIndex(db).list())
+
+
+def priced_context(base_url: str, **overrides: object) -> AgentContext:
+    prices = {role: {"input_usd_per_mtok": i, "output_usd_per_mtok": o} for role, (i, o) in PRICES.items()}
+    return scripted_context(base_url, max_steps=3, prices=prices, **overrides)
+
+
+@pytest.mark.e2e
+async def test_a_failed_run_still_shows_what_it_spent(tmp_path, chromium_path) -> None:
+    landing = Scenario.load(scenario_path("landing"))
+    refused = Rule.model_validate({"model": "scripted-coder", "turn": 1, "fault": {"status": 400, "message": "no"}})
+    with ScriptedServer(Scenario(name="refused", rules=[refused, *landing.rules])) as server:
+        with pytest.raises(ModelCallError):
+            await run_requirement(
+                REQUIREMENT,
+                context=priced_context(server.base_url),
+                run_id="f",
+                out_dir=tmp_path / "out",
+                db_path=tmp_path / "webgen.db",
+            )
+        answered = server.requests
+    record = RunIndex(tmp_path / "webgen.db").get("f")
+    assert record is not None and record.status == "failed"
+    assert record.tokens == tokens_of(answered) > 0
+    assert record.cost_usd == pytest.approx(charged(answered))
+
+
+@pytest.mark.e2e
+async def test_bench_generation_stops_starting_runs_once_its_budget_is_spent(tmp_path, chromium_path) -> None:
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "instruction": REQUIREMENT}) + "\n" for i in ("one", "two", "three")))
+    said: list[str] = []
+    with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+        spending = Spending(Budget(budget_usd=0.001))
+        generator = Generator(
+            priced_context(server.base_url),
+            tmp_path / "bench",
+            db_path=tmp_path / "webgen.db",
+            name="b",
+            workers=1,
+            notify=said.append,
+            spending=spending,
+        )
+        generated = await generator.generate(load_records(data))
+        answered = server.requests
+    assert list(generated) == ["one"] and generated["one"].status == "finished"
+    assert generator.not_started == ["two", "three"]
+    assert [r.run_id for r in RunIndex(tmp_path / "webgen.db").list()] == ["bench-b-one"]
+    assert spending.usd == pytest.approx(charged(answered)) and spending.tokens == tokens_of(answered)
+    assert "two: not started, the benchmark's budget is spent" in said
+    assert said[-1].startswith("budget spent ($") and "1 of 3 instruction(s) generated, 2 not started" in said[-1]

@@ -99,6 +99,12 @@ class Generator:
             Resources.reap_orphans(self.db_path)  # servers and browsers of a killed earlier run
             async with use_resources(Resources(self.db_path, chromium=self.context.chromium)):
                 await asyncio.gather(*(self._one(record) for record in todo))
+        if self.not_started and self.spending is not None:
+            self.notify(
+                f"budget spent ({self.spending.reached()}): {len(records) - len(self.not_started)} of "
+                f"{len(records)} instruction(s) generated, {len(self.not_started)} not started; "
+                f"{self.spending.line()}; re-run (with a larger budget) to continue"
+            )
         return {g.record_id: g for g in self.store.compact(order=lambda g: g.record_id)}
 
     def _finished(self, generated: GenerationRecord | None) -> bool:
@@ -229,12 +235,6 @@ async def run_bench(
             spending=spending,
         )
         generated = await generator.generate(records)
-        if generator.not_started and notify is not None and spending is not None:
-            notify(
-                f"budget spent ({spending.reached()}): {len(records) - len(generator.not_started)} of "
-                f"{len(records)} instruction(s) generated, {len(generator.not_started)} not started; "
-                f"{spending.line()}; re-run (with a larger budget) to continue"
-            )
         site_dirs = {
             r.id: (out_dir / g.site if g.site else None)
             for r in records
