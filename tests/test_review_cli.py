@@ -4,6 +4,8 @@ survives its process (also a kill -9 while it waits), and ``resume`` asks again.
 from __future__ import annotations
 
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -142,3 +144,66 @@ def test_bad_flags_are_one_line_errors(tmp_path: Path) -> None:
     assert "--review: unknown review point 'deploy' (choose from plan, critique, shell, finalize)" in bad_point.stderr
     assert bad_answer.returncode == 2
     assert "--answer: invalid review answer" in bad_answer.stderr and "action" in bad_answer.stderr
+
+
+def _read_until(fd: int, wanted: bytes, seen: bytearray, timeout_s: float = 300) -> None:
+    """Read the terminal's output into ``seen`` until ``wanted`` shows (after what was already seen)."""
+    start = len(seen)
+    deadline = time.monotonic() + timeout_s
+    while wanted not in seen[start:]:
+        assert time.monotonic() < deadline, f"no {wanted!r} in:\n{seen[start:].decode(errors='replace')[-3000:]}"
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # the process closed the terminal
+                chunk = b""
+            assert chunk, f"the process ended before {wanted!r}:\n{seen.decode(errors='replace')[-3000:]}"
+            seen += chunk
+
+
+def _drain(fd: int, seen: bytearray) -> None:
+    """Read the terminal until the process closes it."""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 60.0)
+        if not ready:
+            return
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        seen += chunk
+
+
+def test_terminal_prompt(tmp_path: Path, chromium_path: str, vite_template) -> None:
+    """On a terminal (a pseudo-terminal here) the reviewer picks from a prompt, then types the note."""
+    db = tmp_path / "webgen.db"
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
+        controller, terminal = pty.openpty()
+        proc = subprocess.Popen(
+            _cli(server, db, *_run_args(tmp_path, "t"), "--review", "critique"),
+            stdin=terminal,
+            stdout=terminal,
+            stderr=terminal,
+            env={**_env(chromium_path), "COLUMNS": "160", "LINES": "50"},
+        )
+        os.close(terminal)
+        seen = bytearray()
+        try:
+            _read_until(controller, b"approve / edit / note / reject", seen)
+            os.write(controller, b"note\n")
+            _read_until(controller, b"note:", seen)
+            os.write(controller, f"{NOTE}\n".encode())
+            _read_until(controller, b"output folder:", seen)  # keep reading: a full terminal blocks its writer
+            _drain(controller, seen)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            os.close(controller)
+        prompts = [r.last_user_text for r in server.requests if r.model == "scripted-coder"]
+    assert proc.returncode == 0, seen.decode(errors="replace")[-3000:]
+    assert b"review: critique (step 0)" in seen
+    assert len(prompts) == 2 and prompts[1].rstrip().endswith(f"Note from the reviewer: {NOTE}")
