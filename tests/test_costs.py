@@ -159,6 +159,7 @@ def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(tmp_path, chr
         )
         assert first.returncode == 4, first.stdout + first.stderr
         assert "budget spent" in first.stderr and "webgen-agent resume b --budget-usd" in first.stderr
+        assert "run b (budget $0.0001)" in first.stdout  # the progress view's title
         before = server.requests
         assert [r.turn for r in before if r.model == "scripted-coder"] == [0], "stopped before the second coder step"
 

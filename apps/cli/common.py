@@ -248,6 +248,16 @@ def with_recorded(settings: Settings, recorded: dict[str, Any], **budgets: float
     return merged
 
 
+def budget_note(context: AgentContext) -> str:
+    """`` (budget $0.50, 200,000 tokens)`` for a run with a budget (its progress view's title), else ""."""
+    from webgen_agent.core.costs import usd_text
+
+    parts = [usd_text(context.budget_usd)] if context.budget_usd is not None else []
+    if context.budget_tokens is not None:
+        parts.append(f"{context.budget_tokens:,} tokens")
+    return f" (budget {', '.join(parts)})" if parts else ""
+
+
 def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: AgentContext) -> Any:
     """The ``Spending`` of a command with a budget for all its runs (None without one); a budget in
     USD with an unknown price ends the command with one line."""

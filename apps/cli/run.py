@@ -19,6 +19,7 @@ from webgen_agent.apps.cli.common import (
     RoundsFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
+    budget_note,
     console,
     db_option,
     errors,
@@ -93,7 +94,7 @@ def run(
         result = run_async(
             run_with_review(
                 console,
-                f"run {run_id}",
+                f"run {run_id}{budget_note(context)}",
                 lambda on_event, reviewer: run_requirement(
                     requirement,
                     context=context,
@@ -147,7 +148,7 @@ def resume(
         result = run_async(
             run_with_review(
                 console,
-                f"resume {run_id}",
+                f"resume {run_id}{budget_note(context)}",
                 lambda on_event, reviewer: resume_run(
                     run_id,
                     context=context,

@@ -1,4 +1,4 @@
-"""The rollout command's live view (rich): trajectories done / running / failed, steps, time, tokens."""
+"""The rollout command's live view (rich): trajectories done / running / failed, steps, time, tokens, cost."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from webgen_agent.apps.rollout.service import TrajectoryOutcome, TrajectorySpec
+from webgen_agent.core.costs import Budget, Spending
 
 _FINISHED_ROWS = 8  # the latest ended trajectories shown under the running ones
 
@@ -38,7 +39,7 @@ class RolloutView:
         self.running: dict[str, _Running] = {}
         self.ended_outcomes: list[TrajectoryOutcome] = []
         self.steps = 0
-        self.tokens = 0
+        self.spent = Spending(Budget())  # what this invocation's trajectories spent (no budget of its own)
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
     def __enter__(self) -> RolloutView:
@@ -65,7 +66,7 @@ class RolloutView:
             row.step = event["step"]
         if event.get("message"):
             row.message = str(event["message"])
-        self.tokens += int(event.get("input_tokens", 0)) + int(event.get("output_tokens", 0))
+        self.spent.add(event)
         self.live.update(self._render())
 
     def ended(self, outcome: TrajectoryOutcome) -> None:
@@ -97,7 +98,7 @@ class RolloutView:
         c = self.counts()
         footer = Text(
             f"{c['done']} done, {c['skipped']} already done, {c['running']} running, {c['failed']} failed "
-            f"of {self.total} | {self.steps} steps | {now - self.began:.0f}s elapsed | {self.tokens} tokens",
+            f"of {self.total} | {self.steps} steps | {now - self.began:.0f}s elapsed | {self.spent.line()}",
             style="dim",
         )
         return Group(table, footer)
