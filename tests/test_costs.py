@@ -9,6 +9,7 @@ log (the usage it reported) and the prices the test gave.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -19,8 +20,11 @@ import pytest
 
 from webgen_agent.apps.bench.service import Generator
 from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.rollout.service import TrajectoryDriver, TrajectorySpec
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import RequestRecord, Rule, Scenario
+from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.export import load_trajectories
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import AgentContext, ConfigError, Settings
 from webgen_agent.core.costs import Budget, Spending
@@ -175,6 +179,15 @@ def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(tmp_path, chr
         step = summary["steps"][0]
         assert step["cost"]["screenshot_judge"] == pytest.approx(charged(judge))
         assert step["cost_usd"] == pytest.approx(sum(step["cost"].values()))
+
+        # Every reader of statuses: a rollout or bench re-run continues it, exports leave it out unless asked.
+        driver = TrajectoryDriver(
+            context=scripted_context(server.base_url), db_path=Database.of(db), out_dir=tmp_path, listener=None
+        )
+        spec = TrajectorySpec(run_id="b", group_id="", sample=0, requirement=REQUIREMENT)
+        assert asyncio.run(driver.plan_action(spec)) == "resume"
+        assert asyncio.run(load_trajectories(db)) == []
+        assert [t.run.run_id for t in asyncio.run(load_trajectories(db, include_unfinished=True))] == ["b"]
 
         listed = cli("runs", "--json", "--db", str(db), env=env)
         row = json.loads(listed.stdout.strip().splitlines()[0])
