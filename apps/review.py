@@ -32,7 +32,7 @@ ReviewFlag = Annotated[
     typer.Option(
         "--review",
         help="Stop for a human at these points (repeat or comma list): plan, critique, shell, finalize; "
-        "'none' clears them on resume. See docs/review.md.",
+        "'none' clears the recorded ones (resume, fork). See docs/review.md.",
     ),
 ]
 

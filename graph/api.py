@@ -326,6 +326,7 @@ async def fork_run(
     out_dir: str | Path | None = None,
     db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
+    reviewer: Reviewer | None = None,
 ) -> RunResult:
     """Start a new run from the checkpoint after ``step`` of ``run_id``; the original stays intact.
 
@@ -385,7 +386,9 @@ async def fork_run(
         fork_step=step,
         settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
     )
-    return await _drive(None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress)
+    return await _drive(
+        None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress, reviewer=reviewer
+    )
 
 
 def stored_requirements(db_path: str | Path | Database, requirements: Sequence[Mapping[str, str]]) -> str:

@@ -20,7 +20,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.views import ReviewDecision, review_decision
-from webgen_agent.graph.api import resume_run, run_requirement
+from webgen_agent.graph.api import fork_run, resume_run, run_requirement
 
 pytestmark = pytest.mark.e2e
 
@@ -80,6 +80,12 @@ async def test_reject_critique_withholds_the_feedback(tmp_path: Path, chromium_p
             "j", context=context, db_path=db, answer=ReviewDecision(action="reject", note="Keep the layout.")
         )
         refiner_prompt = _coder_prompts(server)[1]
+        # A fork keeps the review points: its first Refiner turn is asked about too (feedback and fork note).
+        fork = await fork_run("j", step=0, context=context, db_path=db, note="Make the title bigger.")
+        assert fork.status == "review" and fork.review is not None and fork.review.point == "critique"
+        assert "Note from the user: Make the title bigger." in fork.review.text
+        forked = await resume_run(fork.run_id, context=context, db_path=db, answer=ReviewDecision(action="approve"))
+    assert forked.status == "finished"
     assert done.status == "finished"
     assert "Fix the render error" not in refiner_prompt
     assert "set aside the automatic feedback" in refiner_prompt and "Keep the layout." in refiner_prompt

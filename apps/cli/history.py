@@ -13,13 +13,13 @@ from webgen_agent.apps.cli.common import (
     db_option,
     fail,
     make_context,
-    print_result,
     resolve_db,
     run_async,
-    run_with_view,
     with_model_flags,
     with_recorded,
 )
+from webgen_agent.apps.cli.run import finish, review_flag_points
+from webgen_agent.apps.review import ReviewFlag, run_with_review
 from webgen_agent.checkpoints.outputs import event_line
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import Settings
@@ -93,6 +93,7 @@ def fork(
     new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the new run.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder of the new run.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step budget of the new run (counts all steps).")] = None,
+    review: ReviewFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -103,12 +104,16 @@ def fork(
     recorded = with_recorded(settings, RunIndex(resolve_db(settings.db)).settings(run_id))
     if max_steps is not None:
         recorded["max_steps"] = max_steps
+    points = review_flag_points(review)
+    if points is not None:
+        recorded["review"] = points
     context = make_context(settings, **recorded)
     try:
         result = run_async(
-            run_with_view(
+            run_with_review(
+                console,
                 f"fork of {run_id} at step {step}",
-                lambda on_event: fork_run(
+                lambda on_event, reviewer: fork_run(
                     run_id,
                     step=step,
                     note=note,
@@ -117,9 +122,10 @@ def fork(
                     out_dir=out,
                     db_path=resolve_db(settings.db),
                     on_progress=on_event,
+                    reviewer=reviewer,
                 ),
             )
         )
     except (ModelCallError, ValueError) as exc:
         fail(str(exc), code=1)
-    print_result(result)
+    finish(result)

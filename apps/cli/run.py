@@ -81,7 +81,7 @@ def run(
         critic=critic,
         allow_shell=allow_shell or None,
         profile=profile,
-        review=_points(review),
+        review=review_flag_points(review),
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
         **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
@@ -109,7 +109,7 @@ def run(
         )
     except (ModelCallError, ValueError) as exc:
         fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
-    _finish(result)
+    finish(result)
 
 
 @app.command()
@@ -134,7 +134,7 @@ def resume(
     from webgen_agent.tools.models import ModelCallError
 
     recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
-    points = _points(review)
+    points = review_flag_points(review)
     if points is not None:
         recorded["review"] = points
     # The run keeps its recorded prices and budgets; flags (and price variables) given now beat them.
@@ -161,20 +161,20 @@ def resume(
         )
     except (ModelCallError, ValueError) as exc:
         fail(str(exc), code=1)
-    _finish(result)
+    finish(result)
 
 
 WAITING_EXIT_CODE = 3  # the run waits for review (docs/review.md)
 
 
-def _points(values: list[str] | None) -> list[ReviewPoint] | None:
+def review_flag_points(values: list[str] | None) -> list[ReviewPoint] | None:
     try:
         return review_points(values)
     except ValueError as exc:
         fail(f"--review: {exc}")
 
 
-def _finish(result: RunResult) -> None:
+def finish(result: RunResult) -> None:
     """The step table; a run left waiting for review says so and how to answer, and exits with 3; a run
     stopped at its budget says what it spent and how to continue, and exits with 4."""
     print_result(result)
