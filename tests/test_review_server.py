@@ -55,8 +55,10 @@ async def test_critique_review_is_answered_through_the_sdk(tmp_path: Path, chrom
             run = client.runs.stream(thread_id, assistant_id, context=context, stream_mode=["updates"], **kwargs)
             return await asyncio.wait_for(_interrupts(run), timeout=300)
 
+        schema = (await client.assistants.get_schemas(assistant_id))["context_schema"]
         first = await stream(input={"requirement": REQUIREMENT})
         waiting = await client.threads.get(thread_id)
+        shown = (await client.threads.get_state(thread_id))["interrupts"]  # what Studio shows
         calls_before = len(scripted.requests)
         refused = await stream(command={"resume": {"action": "sure"}})
         calls_while_waiting = len(scripted.requests) - calls_before
@@ -64,8 +66,11 @@ async def test_critique_review_is_answered_through_the_sdk(tmp_path: Path, chrom
         final = (await client.threads.get_state(thread_id))["values"]
         coder = [r for r in scripted.requests if r.model == "scripted-coder"]
 
+    # Studio's settings form offers the points.
+    assert schema["properties"]["review"]["items"]["enum"] == ["plan", "critique", "shell", "finalize"]
     assert len(first) == 1 and waiting["status"] == "interrupted"
     request = first[0]["value"]
+    assert [i["value"] for i in shown] == [request]
     assert (request["kind"], request["point"], request["step"], request["run_id"]) == (
         "review",
         "critique",
