@@ -169,7 +169,11 @@ async def _drive(
             decision = await reviewer(request) if reviewer is not None else None
             if decision is None:
                 summary = await asyncio.to_thread(
-                    write_run_outputs, Path(record.out_dir), snapshot.values, resources.store, warnings=warnings
+                    write_run_outputs,
+                    Path(record.out_dir),
+                    {**snapshot.values, "status": "review"},  # run.json says what the run waits for
+                    resources.store,
+                    warnings=warnings,
                 )
                 return RunResult(
                     run_id=record.run_id,

@@ -43,6 +43,7 @@ async def test_critique_waits_and_a_note_reaches_the_refiner(tmp_path: Path, chr
         assert (waiting.review.point, waiting.review.step) == ("critique", 0)
         assert "Fix the render error first" in waiting.review.text
         assert RunIndex(db).get("c").status == "review"
+        assert json.loads((tmp_path / "runs" / "c" / "run.json").read_text())["status"] == "review"
         calls_before = len(server.requests)
 
         again = await resume_run("c", context=context, db_path=db)  # asked again, nothing re-run
