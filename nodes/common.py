@@ -7,7 +7,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langgraph.runtime import Runtime
 
@@ -21,6 +21,7 @@ from webgen_agent.tools.endpoints import EndpointEvent, listen
 from webgen_agent.tools.models import Usage, UsageMeter, metered
 
 Update = dict[str, Any]
+T = TypeVar("T")
 NodeFn = Callable[[AgentState, Runtime[AgentContext]], Awaitable[Update]]
 
 
@@ -98,9 +99,10 @@ def node(fn: NodeFn) -> NodeFn:
 
     The node's name is its function's name (what the graph registers it as). The step is the last
     one the node's update names, else the state's current step. What the node's model calls cost
-    (each role at its price, docs/costs.md) is recorded there too, under ``cost``. Endpoint trouble of the node's model
-    calls (waits, fallback, condensed prompts) is shown as ``wait`` progress events and recorded in
-    the step's ``endpoint`` field, never as an error of the step.
+    (each role at its price, docs/costs.md) is recorded there too, under ``cost``; calls the node
+    meters apart (``metered``) it records itself. Endpoint trouble of the node's model calls (waits,
+    fallback, condensed prompts) is shown as ``wait`` progress events and recorded in the step's
+    ``endpoint`` field, never as an error of the step.
     """
     name = fn.__name__
 
@@ -129,7 +131,10 @@ def node(fn: NodeFn) -> NodeFn:
             if meter.by_role:
                 own["cost"] = {**own.get("cost", {}), name: cost}
             update["steps"] = patches
-        used = sum(meter.by_role.values(), Usage())  # every call of the node (a test instruction too)
+        # What the node recorded on its step (a Generator's test instruction too) is what it spent.
+        mine = [p for p in patches if p["index"] == step_index]
+        used = [usage for p in mine for usage in (p.get("tokens") or {}).values()]
+        costs = [usd for p in mine for usd in (p.get("cost") or {}).values()]
         _emit(
             runtime,
             ProgressEvent(
@@ -141,15 +146,22 @@ def node(fn: NodeFn) -> NodeFn:
                 gui_score=_last(patches, "gui_score"),
                 errored=_last(patches, "errored"),
                 message=str(update.pop("_message", "")),
-                input_tokens=used.input_tokens,
-                output_tokens=used.output_tokens,
-                cost_usd=cost if meter.by_role else None,
-                priced=cost is not None,
+                input_tokens=sum(u.get("input", 0) for u in used),
+                output_tokens=sum(u.get("output", 0) for u in used),
+                cost_usd=add_costs(costs) if costs else None,
+                priced=add_costs(costs) is not None,
             ),
         )
         return update
 
     return run
+
+
+async def metered_apart(call: Awaitable[T]) -> tuple[T, UsageMeter]:
+    """Await ``call`` with its model calls metered apart from the node's: the node records their
+    cost itself, under its own key (``node_cost``)."""
+    with metered() as meter:
+        return await call, meter
 
 
 def node_cost(meter: UsageMeter, context: AgentContext | None) -> float | None:

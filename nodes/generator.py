@@ -19,7 +19,7 @@ from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
-from webgen_agent.nodes.common import Update, node, usage_record
+from webgen_agent.nodes.common import Update, metered_apart, node, node_cost, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
@@ -74,7 +74,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
     # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
     if runtime.context.loop == "webgen-agent" and not state.get("test_instruction") and not reviewed:
-        instruction = asyncio.create_task(early_test_instruction(runtime.context, state["requirement"]))
+        instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
     try:
         if reviewed:
             update = await reviewed_plan(state, runtime, conversation)
@@ -84,11 +84,14 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         if instruction is not None:
             instruction.cancel()
         raise
-    written = await instruction if instruction is not None else None
+    written, meter = await instruction if instruction is not None else (None, None)
     if written is not None:
         update["test_instruction"] = written[0]
         step = update["steps"][-1]
         step["tokens"] = {**step.get("tokens", {}), "test_instruction": usage_record(written[1])}
+    if meter is not None and meter.by_role:  # what the instruction cost, failed or not
+        step = update["steps"][-1]
+        step["cost"] = {**step.get("cost", {}), "test_instruction": node_cost(meter, runtime.context)}
     update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
     update["files"] = files  # the scaffold the workspace starts from, or nothing

@@ -174,10 +174,14 @@ def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(tmp_path, chr
         assert summary["cost_usd"] == pytest.approx(charged(before), rel=1e-9)
         assert summary["input_tokens"] + summary["output_tokens"] == tokens_of(before)
         assert record.cost_usd == pytest.approx(charged(before)) and record.tokens == tokens_of(before)
-        # Per node: the judge's cost is exactly its vision call's.
-        judge = [r for r in before if r.model == "scripted-vlm"]
+        # Per node, each at its role's prices: the coder's turn, the test instruction the feedback
+        # model wrote beside it, the judge's vision call.
         step = summary["steps"][0]
-        assert step["cost"]["screenshot_judge"] == pytest.approx(charged(judge))
+        assert set(step["cost"]) == set(step["tokens"]) == {"generator", "test_instruction", "screenshot_judge"}
+        for node, model in [("generator", "coder"), ("test_instruction", "feedback"), ("screenshot_judge", "vlm")]:
+            calls = [r for r in before if r.model == f"scripted-{model}"]
+            assert step["cost"][node] == pytest.approx(charged(calls)), node
+            assert step["tokens"][node]["input"] + step["tokens"][node]["output"] == tokens_of(calls), node
         assert step["cost_usd"] == pytest.approx(sum(step["cost"].values()))
 
         # Every reader of statuses: a rollout or bench re-run continues it, exports leave it out unless asked.

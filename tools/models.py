@@ -79,23 +79,25 @@ class UsageMeter:
         self.by_role[role] = self.by_role.get(role, Usage()) + usage
 
 
-_meters: ContextVar[tuple[UsageMeter, ...]] = ContextVar("usage_meters", default=())
+_meter: ContextVar[UsageMeter | None] = ContextVar("usage_meter", default=None)
 
 
 @contextlib.contextmanager
 def metered() -> Iterator[UsageMeter]:
-    """Count the usage of the model calls made inside this block (and the tasks it starts)."""
+    """Count the usage of the model calls made inside this block (and the tasks it starts); a block
+    metered inside it counts its own calls instead (they are not counted twice)."""
     meter = UsageMeter()
-    token = _meters.set((*_meters.get(), meter))
+    token = _meter.set(meter)
     try:
         yield meter
     finally:
-        _meters.reset(token)
+        _meter.reset(token)
 
 
 def spend(role: Role, usage: Usage) -> None:
-    """Report one answer's usage to the listening meters (every client of the roles calls this)."""
-    for meter in _meters.get():
+    """Report one answer's usage to the innermost listening meter (every client of the roles calls this)."""
+    meter = _meter.get()
+    if meter is not None:
         meter.add(role, usage)
 
 
