@@ -371,11 +371,9 @@ class SiteRunner:
         bad_since: float | None = None
         async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
             while True:
-                log = read_tail(server.log_path, lines=200)
-                printed = [u for u in printed_urls(log) if f":{port}/" not in u]
                 # A printed URL counts only when the server itself listens there: a fake "Local:"
                 # line must not send the capture to some other service on this machine.
-                for url in [own, *(u for u in printed if _server_listens(server, u))]:
+                for url in [own, *await asyncio.to_thread(_printed_and_listening, server, port)]:
                     remaining = deadline - time.monotonic()
                     status = await _answers(url, timeout_s=max(0.5, min(10.0, remaining)), client=client)
                     if status is True:
@@ -385,21 +383,23 @@ class SiteRunner:
                         bad_since = bad_since or time.monotonic()
                 if not server.alive:
                     code = server.returncode
-                    log = read_tail(server.log_path, lines=400)
+                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
                     return (
                         None,
                         "start",
                         explain(f"`{shown}` exited with code {code} before the site answered HTTP.", log),
                     )
                 now = time.monotonic()
-                if bad is not None and bad_since is not None and now - bad_since >= _BAD_STATUS_GRACE_S:
+                stuck = bad is not None and bad_since is not None and now - bad_since >= _BAD_STATUS_GRACE_S
+                if bad is not None and stuck:
+                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
                     return (
                         None,
                         "http",
                         explain(
                             f"The server runs but {bad[0]} answers HTTP {bad[1]} instead of a page "
                             "(is index.html missing, or is the entry path wrong?).",
-                            read_tail(server.log_path, lines=400),
+                            log,
                         ),
                     )
                 if now >= deadline:
@@ -409,7 +409,8 @@ class SiteRunner:
                         else f"`{shown}` did not answer HTTP on port {port} within {self.start_timeout_s:g} s "
                         "(it must listen on the PORT it is given, e.g. vite --port)."
                     )
-                    return None, "http" if bad else "start", explain(headline, read_tail(server.log_path, lines=400))
+                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
+                    return None, "http" if bad else "start", explain(headline, log)
                 await asyncio.sleep(min(_POLL_S, max(0.0, deadline - now)))
 
     async def stop(self) -> None:
@@ -417,6 +418,16 @@ class SiteRunner:
         server, self._server, self._url = self._server, None, None
         if server is not None:
             await server.stop()
+
+
+def _printed_and_listening(server: ManagedProcess, port: int) -> list[str]:
+    """URLs the server's log printed (other than its own port) that the server really listens on.
+
+    Reads the log and scans the process tree's sockets (/proc): called in a worker thread.
+    """
+    log = read_tail(server.log_path, lines=200)
+    printed = [u for u in printed_urls(log) if f":{port}/" not in u]
+    return [u for u in printed if _server_listens(server, u)]
 
 
 def _server_listens(server: ManagedProcess, url: str) -> bool:
