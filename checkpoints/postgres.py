@@ -18,6 +18,7 @@ from psycopg import AsyncConnection, errors
 from psycopg.rows import dict_row
 
 from webgen_agent.checkpoints.database import SCHEMA_LOCK_KEY, Database
+from webgen_agent.checkpoints.recording import RecordsRuns
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import ConfigError
 
@@ -36,9 +37,13 @@ class ContentPostgresSaver(AsyncPostgresSaver):
         return await super()._load_checkpoint_tuple(value)
 
 
+class RecordingPostgresSaver(RecordsRuns, ContentPostgresSaver):
+    """The PostgreSQL saver that also keeps the runs table (``checkpoints/recording.py``)."""
+
+
 @contextlib.asynccontextmanager
 async def open_postgres_checkpointer(
-    database: Database, serde: Callable[[BlobStore], SerializerProtocol]
+    database: Database, serde: Callable[[BlobStore], SerializerProtocol], *, record_runs: bool = False
 ) -> AsyncIterator[ContentPostgresSaver]:
     """The saver on its own connection, its tables created (once, under the schema lock)."""
     store = await asyncio.to_thread(BlobStore, database)
@@ -47,7 +52,9 @@ async def open_postgres_checkpointer(
     except Exception as exc:
         raise ConfigError(f"cannot connect to {database}: {str(exc).strip()[:300]}") from exc
     try:
-        saver = ContentPostgresSaver(conn, serde=serde(store))
+        saver = (RecordingPostgresSaver if record_runs else ContentPostgresSaver)(conn, serde=serde(store))
+        if isinstance(saver, RecordsRuns):
+            saver.record_runs_in(database)
         if not await _postgres_ready(conn, len(saver.MIGRATIONS) - 1):
             await _with_async_schema_lock(conn, saver.setup)
         yield saver

@@ -190,6 +190,12 @@ class RunIndex:
         self._table.upsert(record.model_dump())
         return record
 
+    def claim(self, run_id: str) -> None:
+        """Make an existing run's row name this process (a new run on the same thread): its liveness
+        is judged by this process from now on."""
+        pid = os.getpid()
+        self.update(run_id, pid=pid, pid_started=_process_started(pid), host=socket.gethostname())
+
     def update(self, run_id: str, **fields: Any) -> None:
         unknown = set(fields) - set(COLUMNS)
         if unknown:

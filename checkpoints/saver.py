@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from webgen_agent.checkpoints.database import Database, require_psycopg
+from webgen_agent.checkpoints.recording import RecordsRuns
 from webgen_agent.checkpoints.store import BlobStore, sha256
 
 _BLOB = "__webgen_blob__"  # {_BLOB: hash}: the value is in the blob store
@@ -253,18 +254,26 @@ class AtomicWritesSaver(AsyncSqliteSaver):
             await self.conn.commit()
 
 
+class RecordingSqliteSaver(RecordsRuns, AtomicWritesSaver):
+    """The SQLite saver that also keeps the runs table (``checkpoints/recording.py``)."""
+
+
 @contextlib.asynccontextmanager
-async def open_checkpointer(db: str | Path | Database) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+async def open_checkpointer(
+    db: str | Path | Database, *, record_runs: bool = False
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The run database's LangGraph checkpointer (SQLite or PostgreSQL), storing state by content.
 
-    Must be opened inside the running event loop.
+    ``record_runs``: the saver keeps each thread's row in the runs table itself, for hosts that run
+    the graph without ``run_requirement`` (LangGraph's server). Must be opened inside the running
+    event loop.
     """
     database = Database.of(db)
     if database.is_postgres:
         require_psycopg()
         from webgen_agent.checkpoints.postgres import open_postgres_checkpointer
 
-        async with open_postgres_checkpointer(database, ContentAddressedSerde) as shared_saver:
+        async with open_postgres_checkpointer(database, ContentAddressedSerde, record_runs=record_runs) as shared_saver:
             yield shared_saver
         return
     # The blob store opens (and, for a new file, converts to WAL) first: see database.open_sqlite.
@@ -274,7 +283,9 @@ async def open_checkpointer(db: str | Path | Database) -> AsyncIterator[BaseChec
     conn = await aiosqlite.connect(str(database.path), timeout=60.0, isolation_level=None)
     try:
         await conn.execute("PRAGMA busy_timeout=60000")
-        saver = AtomicWritesSaver(conn, serde=ContentAddressedSerde(store))
+        saver = (RecordingSqliteSaver if record_runs else AtomicWritesSaver)(conn, serde=ContentAddressedSerde(store))
+        if isinstance(saver, RecordsRuns):
+            saver.record_runs_in(database)
         await saver.setup()
         yield saver
     finally:

@@ -3,7 +3,9 @@
 - ``graph``: compiled without a checkpointer (the server brings its own). The context schema
   (``AgentContext``) is what Studio shows as the editable settings form.
 - ``checkpointer``: the server keeps its threads with the project's own saver in ``WEBGEN_DB``, so
-  runs made through the server are in the same database as CLI runs (``runs``, ``history``, ``report``).
+  runs made through the server are in the same database as CLI runs; the saver also keeps each
+  thread's row in the runs table (``checkpoints/recording.py``), so ``runs``, ``history`` and
+  ``report`` list and read them.
 - ``app``: an (empty) HTTP app whose lifespan closes the process's live resources (Chromium, dev
   servers) when the server shuts down. uvicorn ends a SIGTERM'd server by re-raising the signal
   after the lifespans ran, so exit handlers would never run.
@@ -27,7 +29,7 @@ graph = compile_graph()
 
 @contextlib.asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver]:
-    async with open_checkpointer(Settings().db) as saver:
+    async with open_checkpointer(Settings().db, record_runs=True) as saver:
         yield saver
 
 

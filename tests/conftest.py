@@ -144,6 +144,18 @@ async def demo_run(tmp_path_factory: pytest.TempPathFactory, chromium_path: str,
     return result, base
 
 
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def studio_server(tmp_path_factory: pytest.TempPathFactory, chromium_path: str, vite_template):
+    """One ``langgraph dev`` for the session (SQLite store, three jobs per worker, the blocking-call
+    detector on; see tests/studio.py), shared by every test that drives the server. Each test starts
+    its own scripted model server and passes its URL in the run context. Stopped at the end."""
+    from tests.studio import langgraph_dev, wait_until_ready
+
+    with langgraph_dev(tmp_path_factory.mktemp("studio"), chromium_path) as server:
+        await wait_until_ready(server)
+        yield server
+
+
 @pytest.fixture(scope="session", autouse=True)
 def shared_deps_cache(deps_cache_dir: Path):
     """Every run in the session (in-process or CLI subprocess) shares one node_modules cache.

@@ -1,7 +1,6 @@
 """Human review through LangGraph's server, as Studio and langgraph_sdk use it.
 
-``langgraph dev`` is started the way tests/test_studio_server.py starts it (its helpers, with the
-blocking-call detector on); a run with ``review: ["critique"]`` stops with an interrupt, a malformed
+On the session's ``langgraph dev`` (``studio_server``, blocking-call detector on), a run with ``review: ["critique"]`` stops with an interrupt, a malformed
 resume value is asked again with the reason, and the note sent through the SDK reaches the
 refiner's prompt on the scripted server.
 """
@@ -10,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_studio_server import langgraph_dev, wait_until_ready
+from tests.studio import DevServer
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -36,14 +34,11 @@ async def _interrupts(stream: Any) -> list[dict[str, Any]]:
     return found
 
 
-async def test_critique_review_is_answered_through_the_sdk(tmp_path: Path, chromium_path: str) -> None:
+async def test_critique_review_is_answered_through_the_sdk(studio_server: DevServer) -> None:
     from langgraph_sdk import get_client
 
-    with (
-        ScriptedServer(Scenario.load(scenario_path("review"))) as scripted,
-        langgraph_dev(tmp_path, chromium_path) as server,
-    ):
-        await wait_until_ready(server)
+    server = studio_server
+    with ScriptedServer(Scenario.load(scenario_path("review"))) as scripted:
         client = get_client(url=server.url)
         assistant_id = (await client.assistants.search(graph_id="webgen_agent"))[0]["assistant_id"]
         context = scripted_context(

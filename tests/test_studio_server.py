@@ -1,148 +1,34 @@
 """The graph served by ``langgraph dev`` (what LangGraph Studio talks to), driven with langgraph_sdk.
 
-One module fixture starts the dev server offline on a free port and the scripted model server,
-plays the demo scenario through the server's API, forks the thread from an earlier checkpoint (the
-fork's run started by another app's graph through LangGraph's ``RemoteGraph``), and stops everything (the server, and the dev servers and Chromium it started) whatever happens. The
-tests then check what it recorded.
+On the session's dev server (``studio_server``, started the standard way: blocking-call detector
+on), one module fixture plays the demo scenario through the server's API against a scripted model
+server, and forks the thread from an earlier checkpoint (the fork's run started by another app's
+graph through LangGraph's ``RemoteGraph``). The tests then check what it recorded. Stopping a server
+is watched in tests/test_studio_postgres.py, which starts one of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-import httpx
-import psutil
 import pytest
 
+from tests.studio import DevServer
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
-from webgen_agent.nodes.resources import Resources
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[1]
 NODES = {"generator", "executor", "screenshot_judge", "gui_tester", "critic", "refiner", "backtrack", "finalize"}
 # The WebLoop loop's nodes: in the same graph, never reached by the default loop the demo runs.
 LOOP_NODES = {"checker", "code_critic"}
 EDITED_INSTRUCTION = "Type 'Buy milk', click 'Add item' and check that 'Buy milk' is listed. (edited in a fork)"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class DevServer:
-    url: str
-    proc: subprocess.Popen
-    db_path: Path
-    runs_dir: Path
-    log: Path
-    left_after_stop: list[str] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def langgraph_dev(base: Path, chromium: str) -> Iterator[DevServer]:
-    """``langgraph dev`` on a free port, offline, with its database and output folders under ``base``."""
-    beside_python = Path(sys.executable).with_name("langgraph")
-    cli = str(beside_python) if beside_python.exists() else shutil.which("langgraph")
-    if cli is None:
-        pytest.skip("langgraph-cli is not installed (pip install -e '.[test]')")
-    port = free_port()
-    db_path = base / "db" / "webgen.db"
-    env = {
-        **os.environ,
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "LANGSMITH_TRACING": "false",
-        "WEBGEN_DB": str(db_path),
-        "WEBGEN_CHROMIUM": chromium,
-    }
-    log = base / "langgraph-dev.log"
-    # Run the standard way: no --allow-blocking, so the server's blocking-call detector is on.
-    command = [
-        cli,
-        "dev",
-        "--no-browser",
-        "--no-reload",
-        "--port",
-        str(port),
-        "--config",
-        str(REPO / "langgraph.json"),
-    ]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    server = DevServer(f"http://127.0.0.1:{port}", proc, db_path, base / "runs", log)
-    try:
-        yield server
-    finally:
-        server.left_after_stop = stop_process_tree(proc, db_path)
-
-
-def stop_process_tree(proc: subprocess.Popen, db_path: Path) -> list[str]:
-    """Stop the server the way a service manager does (SIGTERM to it alone), then clean up by force.
-
-    Returns what the server started and left running once it exited, before any cleanup.
-    """
-    started = _descendants(proc.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    deadline = time.monotonic() + 10  # the watchdog's exit and zombies being reaped take a moment
-    while _alive([p.pid for p in started]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = [" ".join(p.cmdline()[:3]) for p in _alive([p.pid for p in started])]
-    # Whatever is left (a failing test) is cleaned up all the same.
-    Resources.reap_orphans(db_path)
-    for child in started:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(started, timeout=10)
-    return left
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
-
-
-async def wait_until_ready(server: DevServer, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with httpx.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            if server.proc.poll() is not None:
-                pytest.fail(f"langgraph dev exited ({server.proc.returncode}):\n{server.log.read_text()[-3000:]}")
-            with contextlib.suppress(httpx.HTTPError):
-                if (await http.get(f"{server.url}/ok", timeout=2)).status_code == 200:
-                    return
-            await asyncio.sleep(0.5)
-    pytest.fail(f"langgraph dev did not answer in {timeout_s}s:\n{server.log.read_text()[-3000:]}")
 
 
 @dataclass
@@ -161,8 +47,6 @@ class StudioSession:
     gui_instruction_after_fork: str = ""
     thread_id: str = ""
     runs_dir: Path = Path()
-    started: list[int] = field(default_factory=list)  # pids the server started
-    still_alive: list[str] = field(default_factory=list)  # after stopping
     log: str = ""
 
 
@@ -194,7 +78,6 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
     )
     session.final = (await client.threads.get_state(session.thread_id))["values"]
     session.history = await client.threads.get_history(session.thread_id, limit=200)
-    session.started = [p.pid for p in _descendants(server.proc.pid)]
 
     # Fork: the checkpoint where step 3 was judged and the GUI test is next; edit the test
     # instruction as the screenshot judge, and run again from the new checkpoint.
@@ -216,7 +99,7 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
     session.fork_final = (await client.threads.get_state(session.thread_id))["values"]
     session.history_after_fork = await client.threads.get_history(session.thread_id, limit=200)
     gui_run = session.fork_final["steps"][3]["gui_run"]
-    session.gui_instruction_after_fork = BlobStore(server.db_path).get_json(gui_run)["instruction"]
+    session.gui_instruction_after_fork = BlobStore(server.db).get_json(gui_run)["instruction"]
 
 
 class HostState(TypedDict, total=False):
@@ -255,29 +138,14 @@ def _host_graph(url: str, parts: list[tuple[str, Any]]) -> Any:
 
 
 @pytest.fixture(scope="module")
-async def studio(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> StudioSession:
-    base = tmp_path_factory.mktemp("studio")
-    session = StudioSession()
-    with ScriptedServer(Scenario.load(scenario_path("demo"))) as scripted, langgraph_dev(base, chromium_path) as server:
-        session.runs_dir = server.runs_dir
+async def studio(studio_server: DevServer) -> StudioSession:
+    session = StudioSession(runs_dir=studio_server.runs_dir)
+    with ScriptedServer(Scenario.load(scenario_path("demo"))) as scripted:
         try:
-            await wait_until_ready(server)
-            await asyncio.wait_for(_play(session, server, scripted.base_url), timeout=400)
+            await asyncio.wait_for(_play(session, studio_server, scripted.base_url), timeout=400)
         finally:
-            session.log = server.log.read_text()[-4000:]
-    # What the server left behind after SIGTERM, before the test's own cleanup reaped anything.
-    session.still_alive = server.left_after_stop
+            session.log = studio_server.log.read_text()[-4000:]
     return session
-
-
-def _alive(pids: list[int]) -> list[psutil.Process]:
-    alive = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-    return alive
 
 
 def _updated_nodes(parts: list[tuple[str, Any]]) -> list[str]:
@@ -359,14 +227,3 @@ def test_another_app_runs_the_served_graph_as_a_node_through_remote_graph(studio
     assert studio.host_final["status"] == "finished" and studio.host_final["chosen_step"] == 3
     assert studio.host_final["site_dir"] == studio.fork_final["site_dir"]
     assert studio.host_final["remote_thread"] == studio.thread_id
-
-
-def test_server_and_everything_it_started_are_stopped(studio: StudioSession) -> None:
-    assert studio.started, "the server started no dev server or browser?"
-    assert studio.still_alive == []
-    leftovers = []
-    for proc in psutil.process_iter(["cwd"]):
-        with contextlib.suppress(psutil.Error):
-            if (proc.info["cwd"] or "").startswith(str(studio.runs_dir)):
-                leftovers.append(proc.pid)
-    assert leftovers == []

@@ -1,0 +1,116 @@
+"""The runs table kept by the checkpointer itself, for runs that no ``run_requirement`` drives.
+
+The CLI and the Python API record a run in the ``runs`` table around the graph (``graph/api.py``).
+A thread run by LangGraph's server (``langgraph dev``, Studio, ``langgraph_sdk``, ``RemoteGraph``)
+has no such driver: the server only calls the graph and its checkpointer. So the server's
+checkpointer (``open_checkpointer(..., record_runs=True)``) keeps the thread's row itself, from
+what it saves anyway: every top-level checkpoint updates the row (requirement, folder, status,
+steps, chosen step and its scores), a node's error marks the run ``failed`` and a review interrupt
+marks it ``review``. The row's process is the server's, so a thread left running when the server
+died reads ``interrupted``, as a killed CLI run does. ``runs``, ``history``, ``report``, ``fork``
+and ``resume`` then work on server threads as on CLI runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+
+from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+
+_ERROR = "__error__"  # LangGraph's channels for a task's error and its interrupts
+_INTERRUPT = "__interrupt__"
+_FINAL_STATUSES = ("finished", "rejected")  # what the graph's own state says at its end
+
+
+def row_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """The runs-table fields a thread's channel values tell (status ``running`` until the graph ends)."""
+    steps = values.get("steps") or []
+    chosen = values.get("chosen_step")
+    best = steps[chosen] if isinstance(chosen, int) and 0 <= chosen < len(steps) else {}
+    status = values.get("status")
+    fields: dict[str, Any] = {
+        "status": status if status in _FINAL_STATUSES else "running",
+        "steps": len(steps),
+        "chosen_step": chosen,
+        "best_screenshot": best.get("screenshot_score") or 0,
+        "best_gui": best.get("gui_score") or 0,
+        "error": "",
+    }
+    for key in ("requirement", "out_dir", "group_id"):
+        if values.get(key):
+            fields[key] = values[key]
+    return fields
+
+
+class RecordsRuns:
+    """Mixin for a LangGraph checkpointer: keep the runs table row of each thread it saves."""
+
+    runs_database: Database
+
+    def record_runs_in(self, database: Database) -> None:
+        self.runs_database = database
+        self._runs: RunIndex | None = None
+        self._recorded: set[str] = set()  # threads whose row names this process
+
+    async def _index(self) -> RunIndex:
+        if self._runs is None:
+            self._runs = await asyncio.to_thread(RunIndex, self.runs_database)
+        return self._runs
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        saved = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        where = config.get("configurable", {})
+        if not where.get("checkpoint_ns"):  # the graph itself, not a subgraph of it
+            await self._record(str(where["thread_id"]), row_fields(dict(checkpoint["channel_values"])))
+        return saved
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+        where = config.get("configurable", {})
+        if where.get("checkpoint_ns"):
+            return
+        for channel, value in writes:
+            if channel == _ERROR:
+                await self._record(str(where["thread_id"]), {"status": "failed", "error": str(value)[:2000]})
+            elif channel == _INTERRUPT and _is_review(value):
+                await self._record(str(where["thread_id"]), {"status": "review"})
+
+    async def _record(self, thread_id: str, fields: dict[str, Any]) -> None:
+        runs = await self._index()
+        if thread_id not in self._recorded:
+            await asyncio.to_thread(_claim, runs, thread_id, fields)
+            self._recorded.add(thread_id)
+        await runs.aupdate(thread_id, **fields)
+
+
+def _claim(runs: RunIndex, thread_id: str, fields: dict[str, Any]) -> None:
+    """Create the thread's row, or make an existing one name this process (a new run on the thread)."""
+    if runs.get(thread_id) is None:
+        record = RunRecord(
+            run_id=thread_id,
+            requirement=fields.get("requirement", ""),
+            out_dir=fields.get("out_dir", ""),
+            group_id=fields.get("group_id", ""),
+        )
+        runs.start(record)
+    else:
+        runs.claim(thread_id)
+
+
+def _is_review(value: Any) -> bool:
+    interrupts = value if isinstance(value, (list, tuple)) else [value]
+    return any(isinstance(getattr(i, "value", None), dict) and i.value.get("kind") == "review" for i in interrupts)
