@@ -28,6 +28,8 @@ pytestmark = pytest.mark.e2e
 NODES = {"generator", "executor", "screenshot_judge", "gui_tester", "critic", "refiner", "backtrack", "finalize"}
 # The WebLoop loop's nodes: in the same graph, never reached by the default loop the demo runs.
 LOOP_NODES = {"checker", "code_critic"}
+# Where a run whose budget is spent stops (docs/costs.md): never reached without a budget.
+BUDGET_NODES = {"budget"}
 EDITED_INSTRUCTION = "Type 'Buy milk', click 'Add item' and check that 'Buy milk' is listed. (edited in a fork)"
 
 
@@ -158,7 +160,7 @@ def _progress(parts: list[tuple[str, Any]]) -> list[dict[str, Any]]:
 
 def test_server_draws_the_graph_with_conditional_edges(studio: StudioSession) -> None:
     nodes = {node["id"] for node in studio.graph["nodes"]}
-    assert nodes == NODES | LOOP_NODES | {"__start__", "__end__"}
+    assert nodes == NODES | LOOP_NODES | BUDGET_NODES | {"__start__", "__end__"}
     edges = {(e["source"], e["target"]): e.get("conditional", False) for e in studio.graph["edges"]}
     assert edges[("__start__", "generator")] is False
     assert edges[("executor", "screenshot_judge")] and edges[("executor", "backtrack")]
