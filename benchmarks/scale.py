@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks.common import print_header, run_main
 from tests.postgres import throwaway_cluster
-from webgen_agent.apps.cluster.driver import run_rollout_on_ray
+from webgen_agent.apps.cluster.rollout import run_rollout_on_ray
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout

@@ -1,7 +1,10 @@
-"""Rollouts on Ray with a PostgreSQL store, end to end: the rollout CLI with ``--ray local`` (a real
-local Ray instance, 2 actors x 2 runs) against the scripted model; one actor is killed with SIGKILL
-mid-way; its trajectories continue from their checkpoints on a replacement actor, nothing is left
-running, and ``export`` reads every trajectory from the shared store.
+"""Rollouts and the benchmark on Ray with a PostgreSQL store, end to end, against the scripted model.
+
+One real local Ray instance (started here, shared by the tests) is joined with ``--ray HOST:PORT``;
+``--ray`` alone starts one of its own. The rollout (2 actors x 2 runs) and the benchmark (2 actors)
+each lose an actor to SIGKILL mid-way: its unfinished work continues on a replacement actor (runs
+from their checkpoints, test cases not yet recorded), nothing it started is left running, and the
+outputs are those of an in-process run (``export`` reads every trajectory from the shared store).
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +32,8 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import ConfigError
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
+# The shared instance's CPUs: a count no machine's own cores give, so a test can tell which cluster it joined.
+RAY_CPUS = 3
 CLI = str(Path(sys.executable).parent / "webgen-agent")
 # The scenario makes one habits trajectory (whichever asks first) meet HTTP 500s beyond the retries;
 # recipes trajectories always finish, so the actor killed is one running a recipes trajectory.
@@ -50,13 +56,67 @@ def test_actor_count_follows_the_cluster_cpus_unless_given():
         RaySettings(actors=2, runs_per_actor=2).actor_count(2.0)
 
 
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray instance for the module's tests; the commands join it as a cluster."""
+    ray = pytest.importorskip("ray")
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        if previous is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = previous
+
+
+def cli_env(chromium: str = "", **extra: str) -> dict[str, str]:
+    return {**os.environ, "WEBGEN_CHROMIUM": chromium, "COLUMNS": "200", "RAY_AUTH_MODE": "disabled", **extra}
+
+
+def rollout_args(tmp_path: Path, *extra: str) -> list[str]:
+    base = [CLI, "rollout", "--data", str(RECORDS), "--base-url", "http://127.0.0.1:1/v1", "--coder-model", "c"]
+    return base + ["--vlm-model", "v", "--feedback-model", "f", "--db", str(tmp_path / "x.db"), *extra]
+
+
+def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_path, ray_address):
+    # --ray with no value (followed by another option): a Ray instance of this machine's own CPUs.
+    alone = subprocess.run(
+        rollout_args(tmp_path, "--ray", "--actors", "64", "--runs-per-actor", "4"),
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert alone.returncode == 2, alone.stdout + alone.stderr
+    assert "on Ray (local)" in alone.stdout
+    found = re.search(r"need 256 CPUs; the cluster has (\d+)", alone.stderr.replace("\n", " "))
+    assert found is not None, alone.stderr
+    assert int(found.group(1)) != RAY_CPUS or os.cpu_count() == RAY_CPUS, "it joined the running instance"
+    # --ray auto (the cluster RAY_ADDRESS names) and --ray HOST:PORT join the running instance.
+    for address, env in (("auto", cli_env(RAY_ADDRESS=ray_address)), (ray_address, cli_env())):
+        joined = subprocess.run(
+            rollout_args(tmp_path, "--actors", "64", "--ray", address),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert joined.returncode == 2, joined.stdout + joined.stderr
+        assert f"on Ray ({address})" in joined.stdout
+        assert f"the cluster has {RAY_CPUS}:" in joined.stderr.replace("\n", " ")
+
+
 def test_ray_flag_without_ray_installed_says_how_to_install_it(tmp_path):
     code = (
         "import sys; sys.modules['ray'] = None\n"
         "from webgen_agent.apps.cli.main import app\n"
-        f"app(['rollout', '--data', {str(RECORDS)!r}, '--ray', 'local', '--base-url', 'http://127.0.0.1:1/v1',"
+        f"app(['rollout', '--data', {str(RECORDS)!r}, '--base-url', 'http://127.0.0.1:1/v1',"
         " '--coder-model', 'c', '--vlm-model', 'v', '--feedback-model', 'f', '--db', "
-        f"{str(tmp_path / 'x.db')!r}])\n"
+        f"{str(tmp_path / 'x.db')!r}, '--ray'])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -64,9 +124,9 @@ def test_ray_flag_without_ray_installed_says_how_to_install_it(tmp_path):
 
 
 @pytest.mark.e2e
-def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chromium_path, state_dir):
+def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chromium_path, state_dir, ray_address):
     db = postgres_cluster.new_database()
-    env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path, "COLUMNS": "200", "RAY_AUTH_MODE": "disabled"}
+    env = cli_env(chromium_path)
     command = [
         CLI,
         "rollout",
@@ -85,7 +145,7 @@ def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chro
         "--db",
         db,
         "--ray",
-        "local",
+        ray_address,
         "--actors",
         "2",
         "--runs-per-actor",

@@ -28,7 +28,7 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +48,9 @@ from webgen_agent.tools.webgen_bench import BenchRecord, UITestCase
 logger = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
+Sink = Callable[[CaseResult | SiteResult], None]
+# Evaluation of one record's site elsewhere (apps/cluster/bench.py: on a Ray actor).
+RemoteSite = Callable[[BenchRecord, Path | None], Awaitable[None]]
 RESULTS_FILE = "results.jsonl"
 SITES_FILE = "sites.jsonl"
 # Copied sites leave these behind: installed packages, VCS data, the agent's bookkeeping.
@@ -137,13 +140,18 @@ class Evaluator:
         deps_cache_dir: Path | None = None,
         retry_errors: bool = False,
         notify: Notify | None = None,
+        registry: ProcessRegistry | None = None,
+        sink: Sink | None = None,
     ) -> None:
+        """``registry``: where its servers and browser are recorded (default: the output folder's);
+        ``sink``: takes each result instead of ``store_result`` (a Ray actor sends them to the driver)."""
         self.settings = settings
         self.out_dir = Path(out_dir)
         self.work_dir = self.out_dir / "eval"
         self.cases = JsonlStore(self.out_dir / RESULTS_FILE, CaseResult)
         self.sites = JsonlStore(self.out_dir / SITES_FILE, SiteResult)
-        self.registry = ProcessRegistry(self.out_dir / "processes.jsonl")
+        self.registry = registry or ProcessRegistry(self.out_dir / "processes.jsonl")
+        self.sink: Sink = sink or self.store_result
         self.deps_cache_dir = deps_cache_dir
         self.retry_errors = retry_errors
         self.notify = notify or (lambda message: None)
@@ -154,34 +162,58 @@ class Evaluator:
         self._browser_lock = asyncio.Lock()
 
     # -- the whole evaluation --------------------------------------------------------------------
-    async def evaluate(self, records: list[BenchRecord], site_dirs: Mapping[str, Path | None]) -> None:
-        """Evaluate every record whose results are not all in yet; ``site_dirs[id]`` None = no site."""
+    async def evaluate(
+        self, records: list[BenchRecord], site_dirs: Mapping[str, Path | None], *, remote: RemoteSite | None = None
+    ) -> None:
+        """Evaluate every record whose results are not all in yet; ``site_dirs[id]`` None = no site.
+        With ``remote`` each such record is evaluated elsewhere (a Ray actor) and its results come back."""
         self.registry.reap()  # servers left by an evaluation that was killed
         done_cases, done_sites = self.cases.load(), self.sites.load()
+        todo = []
+        for record in records:
+            cases, grade = self.pending(record, done_cases, done_sites)
+            if cases or grade:
+                todo.append(record)
         try:
-            await asyncio.gather(*(self._record(r, site_dirs.get(r.id), done_cases, done_sites) for r in records))
+            if remote is not None:
+                await asyncio.gather(*(remote(r, site_dirs.get(r.id)) for r in todo))
+            else:
+                await asyncio.gather(
+                    *(self.evaluate_record(r, site_dirs.get(r.id), done_cases, done_sites) for r in todo)
+                )
         finally:
-            await self._close_browser()
-            self.registry.kill_all()  # and whatever a cancelled evaluation left running
+            await self.close()
         self.cases.compact(order=lambda c: (c.record_id, c.case_index))
         self.sites.compact(order=lambda s: s.record_id)
+
+    async def close(self) -> None:
+        """Close its browser and whatever a cancelled evaluation left running."""
+        await self._close_browser()
+        self.registry.kill_all()
 
     def _needed(self, result: CaseResult | SiteResult | None) -> bool:
         return result is None or (self.retry_errors and result.error is not None)
 
-    async def _record(
+    def pending(
+        self, record: BenchRecord, done_cases: Mapping[Hashable, CaseResult], done_sites: Mapping[Hashable, SiteResult]
+    ) -> tuple[list[tuple[int, UITestCase]], bool]:
+        """The record's test cases still to run, and whether its appearance is still to grade."""
+        cases = [
+            (index, case)
+            for index, case in enumerate(record.test_cases)
+            if self._needed(done_cases.get((record.id, index, case.task)))
+        ]
+        return cases, self._needed(done_sites.get(record.id))
+
+    async def evaluate_record(
         self,
         record: BenchRecord,
         site_dir: Path | None,
         done_cases: Mapping[Hashable, CaseResult],
         done_sites: Mapping[Hashable, SiteResult],
     ) -> None:
-        pending = [
-            (index, case)
-            for index, case in enumerate(record.test_cases)
-            if self._needed(done_cases.get((record.id, index, case.task)))
-        ]
-        grade = self._needed(done_sites.get(record.id))
+        """Start the record's site, run its pending test cases, grade it; every result goes to the sink."""
+        pending, grade = self.pending(record, done_cases, done_sites)
         if not pending and not grade:
             return
         async with self._site_slots:
@@ -426,13 +458,20 @@ class Evaluator:
 
     # -- records ---------------------------------------------------------------------------------
     def _write_case(self, result: CaseResult) -> None:
-        self.cases.append(result)
-        self.notify(
-            f"{result.record_id} #{result.case_index}: {result.verdict} ({result.source}, {result.actions} actions, "
-            f"{result.seconds:.1f} s)"
-        )
+        self.sink(result)
 
     def _write_site(self, result: SiteResult) -> None:
-        self.sites.append(result)
-        if result.started:
-            self.notify(f"{result.record_id}: appearance {result.appearance}/5")
+        self.sink(result)
+
+    def store_result(self, result: CaseResult | SiteResult) -> None:
+        """Append a result to its file and say it."""
+        if isinstance(result, CaseResult):
+            self.cases.append(result)
+            self.notify(
+                f"{result.record_id} #{result.case_index}: {result.verdict} ({result.source}, "
+                f"{result.actions} actions, {result.seconds:.1f} s)"
+            )
+        else:
+            self.sites.append(result)
+            if result.started:
+                self.notify(f"{result.record_id}: appearance {result.appearance}/5")

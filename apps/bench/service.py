@@ -21,11 +21,12 @@ re-run can still generate and evaluate them; until then their test cases count 0
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from webgen_agent.apps.bench.config import EvalSettings
@@ -33,6 +34,7 @@ from webgen_agent.apps.bench.evaluate import Evaluator
 from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.score import summarize
 from webgen_agent.apps.bench.views import BenchSummary, GenerationRecord
+from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
@@ -46,6 +48,8 @@ from webgen_agent.tools.webgen_bench import BenchRecord
 logger = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
+# Generation of one record elsewhere (apps/cluster/bench.py: on a Ray actor).
+RemoteGeneration = Callable[[BenchRecord], Awaitable[GenerationRecord]]
 GENERATION_FILE = "generation.jsonl"
 SUMMARY_FILE = "summary.json"
 
@@ -89,13 +93,18 @@ class Generator:
     def site_dir(self, record_id: str) -> Path:
         return self.out_dir / "sites" / record_id
 
-    async def generate(self, records: list[BenchRecord]) -> dict[str, GenerationRecord]:
-        """Generate the records not finished yet; returns every generation on file by record id."""
+    async def generate(
+        self, records: list[BenchRecord], *, remote: RemoteGeneration | None = None
+    ) -> dict[str, GenerationRecord]:
+        """Generate the records not finished yet (here, or with ``remote``, e.g. on Ray actors);
+        returns every generation on file by record id."""
         done = self.store.load()
         todo = [r for r in records if not self._finished(done.get(r.id))]
         for record_id in sorted({r.id for r in records} - {r.id for r in todo}):
             self.notify(f"{record_id}: generated earlier, skipped")
-        if todo:
+        if todo and remote is not None:
+            await asyncio.gather(*(self._remote_one(record, remote) for record in todo))
+        elif todo:
             Resources.reap_orphans(self.db_path)  # servers and browsers of a killed earlier run
             async with use_resources(Resources(self.db_path, chromium=self.context.chromium)):
                 await asyncio.gather(*(self._one(record) for record in todo))
@@ -118,23 +127,32 @@ class Generator:
                 self.not_started.append(record.id)
                 self.notify(f"{record.id}: not started, the benchmark's budget is spent")
                 return
-            run_id = bench_run_id(self.name, record.id)
-            started = time.monotonic()
-            self.notify(f"{record.id}: generating ({run_id})")
-            error = None
-            try:
-                await self._run(record, run_id)
-            except (ModelCallError, ValueError) as exc:  # endpoint down, run still running elsewhere: said in one line
-                error = f"{type(exc).__name__}: {str(exc)[:500]}"
-            except Exception as exc:  # one failed run never stops the others; it is resumed on a re-run
-                logger.exception("generation of %s failed", record.id)
-                error = f"{type(exc).__name__}: {str(exc)[:500]}"
-            generated = self._generation_record(record, run_id, time.monotonic() - started, error)
-            self.store.append(generated)
-            self.notify(
-                f"{record.id}: {generated.status}, {generated.steps} step(s), {generated.seconds:.1f} s"
-                + (f" - {error}" if error else "")
-            )
+            self._store(await self.generate_one(record))
+
+    async def _remote_one(self, record: BenchRecord, remote: RemoteGeneration) -> None:
+        self._store(await remote(record))
+
+    async def generate_one(self, record: BenchRecord) -> GenerationRecord:
+        """Run (or continue) the agent on one record inside the bound resources; never raises."""
+        run_id = bench_run_id(self.name, record.id)
+        started = time.monotonic()
+        self.notify(f"{record.id}: generating ({run_id})")
+        error = None
+        try:
+            await self._run(record, run_id)
+        except (ModelCallError, ValueError) as exc:  # endpoint down, run still running elsewhere: said in one line
+            error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        except Exception as exc:  # one failed run never stops the others; it is resumed on a re-run
+            logger.exception("generation of %s failed", record.id)
+            error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return self._generation_record(record, run_id, time.monotonic() - started, error)
+
+    def _store(self, generated: GenerationRecord) -> None:
+        self.store.append(generated)
+        self.notify(
+            f"{generated.record_id}: {generated.status}, {generated.steps} step(s), {generated.seconds:.1f} s"
+            + (f" - {generated.error}" if generated.error else "")
+        )
 
     async def _run(self, record: BenchRecord, run_id: str) -> None:
         runs = RunIndex(self.db_path)
@@ -204,11 +222,14 @@ async def run_bench(
     retry_errors: bool = False,
     notify: Notify | None = None,
     spending: Spending | None = None,
+    ray: RaySettings | None = None,
 ) -> BenchSummary:
     """Generate (with ``context``) or take sites from ``sites_dir`` (one folder per record id), evaluate, score.
 
     With ``spending`` (the whole benchmark's budget), no generation is started once it is spent; the
-    sites generated by then are evaluated (evaluation's own model calls are not counted).
+    sites generated by then are evaluated (evaluation's own model calls are not counted). With
+    ``ray``, generation and evaluation run on Ray actors (apps/cluster/bench.py); this process still
+    writes every output file and says every progress line.
     """
     if (context is None) == (sites_dir is None):
         raise ValueError("give either an agent context (generate) or a sites folder (evaluate only)")
@@ -223,32 +244,47 @@ async def run_bench(
         retry_errors=retry_errors,
         notify=notify,
     )
-    generated: dict[str, GenerationRecord] | None = None
-    if context is not None:
-        generator = Generator(
-            context,
-            out_dir,
-            db_path=database,
-            name=name or out_dir.resolve().name,
-            workers=eval_settings.workers,
-            notify=notify,
-            spending=spending,
-        )
-        generated = await generator.generate(records)
-        site_dirs = {
-            r.id: (out_dir / g.site if g.site else None)
-            for r in records
-            if (g := generated.get(r.id)) is not None and g.status == "finished"
-        }
-        skipped = [r.id for r in records if r.id not in site_dirs]
-        if skipped and notify is not None:
-            notify(f"not evaluated (generation did not finish; re-run to resume): {', '.join(skipped)}")
-        to_evaluate = [r for r in records if r.id in site_dirs]
-    else:
-        assert sites_dir is not None
-        site_dirs = {r.id: Path(sites_dir) / r.id for r in records}
-        to_evaluate = records
-    await evaluator.evaluate(to_evaluate, site_dirs)
+    async with contextlib.AsyncExitStack() as stack:
+        remote = None
+        if ray is not None:
+            from webgen_agent.apps.cluster.bench import BenchSetup, bench_on_ray
+
+            setup = BenchSetup(
+                out_dir=str(out_dir.resolve()),
+                name=name or out_dir.resolve().name,
+                eval_settings=eval_settings,
+                context=context,
+                retry_errors=retry_errors,
+            )
+            remote = await stack.enter_async_context(
+                bench_on_ray(ray, setup=setup, db=database, notify=notify or (lambda message: None))
+            )
+        generated: dict[str, GenerationRecord] | None = None
+        if context is not None:
+            generator = Generator(
+                context,
+                out_dir,
+                db_path=database,
+                name=name or out_dir.resolve().name,
+                workers=eval_settings.workers,
+                notify=notify,
+                spending=spending,
+            )
+            generated = await generator.generate(records, remote=remote.generate if remote else None)
+            site_dirs = {
+                r.id: (out_dir / g.site if g.site else None)
+                for r in records
+                if (g := generated.get(r.id)) is not None and g.status == "finished"
+            }
+            skipped = [r.id for r in records if r.id not in site_dirs]
+            if skipped and notify is not None:
+                notify(f"not evaluated (generation did not finish; re-run to resume): {', '.join(skipped)}")
+            to_evaluate = [r for r in records if r.id in site_dirs]
+        else:
+            assert sites_dir is not None
+            site_dirs = {r.id: Path(sites_dir) / r.id for r in records}
+            to_evaluate = records
+        await evaluator.evaluate(to_evaluate, site_dirs, remote=remote.evaluation(evaluator) if remote else None)
     summary = summarize(
         records,
         evaluator.cases.load(),  # type: ignore[arg-type]

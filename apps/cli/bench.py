@@ -13,11 +13,16 @@ from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_set
 from webgen_agent.apps.bench.views import BenchSummary, Rates
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
+    ActorsFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CpusPerRunFlag,
     LoopFlag,
     MaxPagesFlag,
+    RayCommand,
+    RayFlag,
     RoundsFlag,
+    RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
     console,
@@ -25,6 +30,7 @@ from webgen_agent.apps.cli.common import (
     fail,
     loop_overrides,
     make_context,
+    ray_settings,
     resolve_db,
     whole_budget,
     with_model_flags,
@@ -99,7 +105,7 @@ def _ids(values: list[str] | None) -> list[str] | None:
     return ids or None
 
 
-@app.command()
+@app.command(cls=RayCommand)
 @with_model_flags
 def bench(
     data: Annotated[
@@ -110,7 +116,9 @@ def bench(
         list[str] | None, typer.Option(help="Only these record ids (repeat, or separate with commas).")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the first N records.")] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Runs, sites and GUI sessions at once.")] = 2,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Runs, sites and GUI sessions at once (with --ray: --runs-per-actor per actor).")
+    ] = 2,
     evaluate_only: Annotated[
         Path | None,
         typer.Option(
@@ -186,6 +194,10 @@ def bench(
     max_pages: MaxPagesFlag = None,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
+    ray: RayFlag = None,
+    actors: ActorsFlag = None,
+    runs_per_actor: RunsPerActorFlag = 2,
+    cpus_per_run: CpusPerRunFlag = 1.0,
     *,
     settings: Settings,
 ) -> None:
@@ -231,7 +243,12 @@ def bench(
         spending = whole_budget(budget_usd, budget_tokens, context)
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
-    console.print(f"{len(records)} instruction(s), {sum(len(r.test_cases) for r in records)} test case(s) -> {out}")
+    if spending is not None and ray is not None:
+        fail("--budget-usd / --budget-tokens are not supported with --ray")
+    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
+    where = "" if cluster is None else f", on Ray ({cluster.address or 'local'})"
+    cases = sum(len(r.test_cases) for r in records)
+    console.print(f"{len(records)} instruction(s), {cases} test case(s) -> {out}{where}")
     try:
         summary = asyncio.run(
             run_bench(
@@ -247,6 +264,7 @@ def bench(
                 notify=_notify,
                 deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
                 spending=spending,
+                ray=cluster,
             )
         )
     except ConfigError as exc:

@@ -9,17 +9,18 @@ from typing import Annotated
 import typer
 
 from webgen_agent.apps.cli.common import (
-    ACTORS_HELP,
     BUDGET_EXIT_CODE,
-    CPUS_PER_RUN_HELP,
     PROFILE_HELP,
-    RAY_HELP,
-    RUNS_PER_ACTOR_HELP,
+    ActorsFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CpusPerRunFlag,
     LoopFlag,
     MaxPagesFlag,
+    RayCommand,
+    RayFlag,
     RoundsFlag,
+    RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
     console,
@@ -52,7 +53,7 @@ def _split(values: list[str] | None) -> list[str]:
     return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
 
 
-@app.command()
+@app.command(cls=RayCommand)
 @with_model_flags
 def rollout(
     data: Annotated[
@@ -84,10 +85,10 @@ def rollout(
     ] = None,
     gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
     profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = ROLLOUT_PROFILE,
-    ray: Annotated[str | None, typer.Option(help=RAY_HELP, rich_help_panel="Ray")] = None,
-    actors: Annotated[int | None, typer.Option(min=1, help=ACTORS_HELP, rich_help_panel="Ray")] = None,
-    runs_per_actor: Annotated[int, typer.Option(min=1, help=RUNS_PER_ACTOR_HELP, rich_help_panel="Ray")] = 2,
-    cpus_per_run: Annotated[float, typer.Option(min=0.01, help=CPUS_PER_RUN_HELP, rich_help_panel="Ray")] = 1.0,
+    ray: RayFlag = None,
+    actors: ActorsFlag = None,
+    runs_per_actor: RunsPerActorFlag = 2,
+    cpus_per_run: CpusPerRunFlag = 1.0,
     loop: LoopFlag = None,
     critique_rounds: RoundsFlag = None,
     shared_policy: SharedPolicyFlag = False,
@@ -156,7 +157,7 @@ def rollout(
                     spending=spending,
                 )
             else:
-                from webgen_agent.apps.cluster.driver import run_rollout_on_ray
+                from webgen_agent.apps.cluster.rollout import run_rollout_on_ray
 
                 work = run_rollout_on_ray(
                     specs, context=context, db=database, out_dir=out_dir, settings=cluster, listener=view

@@ -1,34 +1,37 @@
-"""Rollouts on Ray: the driver process plans, actors run, the listener sees what it sees in-process.
+"""The driver side of the Ray backend: a pool of actors that runs jobs and survives their deaths.
 
-``run_rollout_on_ray`` starts (or joins) a Ray cluster, starts actors (each reserving
-``cpus_per_run`` x ``runs_per_actor`` CPUs), and keeps ``runs_per_actor`` trajectories in flight on
-each. When an actor dies (killed, out of memory, its machine gone) its unfinished trajectories are
-marked interrupted, whatever its processes left running on its machine is reaped, a replacement
-actor starts, and the trajectories continue there from their last checkpoints.
+``RayPool`` starts (or joins) a Ray cluster, starts its actors at once (each reserving
+``cpus_per_run`` x ``runs_per_actor`` CPUs, each warm before it takes work) and hands every job to
+a free run slot of an actor. When an actor dies (killed, out of memory, its machine gone) its
+unfinished runs are marked interrupted, whatever its processes left running on its machine is
+reaped, a replacement actor starts, and the job is sent again to it: a run continues from its last
+checkpoint there. The rollout (apps/cluster/rollout.py) and the benchmark (apps/cluster/bench.py)
+are both jobs of such a pool.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+from webgen_agent.apps.cluster.actor import Item, WorkActor, WorkFactory
 from webgen_agent.apps.cluster.settings import (
     FORWARDED_ENV_PREFIXES,
     RaySettings,
     check_store_reaches_nodes,
     import_ray,
 )
-from webgen_agent.apps.rollout.service import RolloutListener, TrajectoryOutcome, TrajectorySpec
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import ConfigError
 
-# A trajectory whose actor died this many times is given up (reported failed; a re-run continues it).
+# A job whose actor died this many times is given up (reported failed; a re-run continues it).
 MAX_ATTEMPTS = 3
+GIVEN_UP = f"its Ray actor died {MAX_ATTEMPTS} times; run the same command again to continue"
 
 
 def _reap_node(db: str) -> list[int]:
@@ -36,6 +39,31 @@ def _reap_node(db: str) -> list[int]:
     from webgen_agent.nodes.resources import Resources
 
     return Resources.reap_orphans(Database.of(db))
+
+
+def start_ray(ray: Any, settings: RaySettings) -> bool:
+    """Join the cluster at ``settings.address``, or start a local instance; True when this call
+    connected (the caller then shuts it down), False when this process was already connected.
+
+    A local instance is started lean: no dashboard, no log forwarding, no usage report.
+    """
+    if ray.is_initialized():
+        return False
+    env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        ray.init(
+            # "local": a new instance even when RAY_ADDRESS or a `ray start` on this machine names a cluster.
+            address=settings.address or "local",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": env},
+        )
+    except ConnectionError as exc:  # no cluster at that address
+        where = settings.address or "local"
+        raise ConfigError(f"--ray {where}: no Ray cluster there ({str(exc).splitlines()[0][:200]})") from None
+    return True
 
 
 @dataclass
@@ -46,147 +74,125 @@ class _Actor:
     running: set[str] = field(default_factory=set)
 
 
-class _RayRollout:
-    def __init__(
-        self,
-        ray: Any,
-        settings: RaySettings,
-        *,
-        context: AgentContext,
-        database: Database,
-        out_dir: Path,
-        listener: RolloutListener | None,
-    ) -> None:
-        from webgen_agent.apps.cluster.actor import RolloutActor
+class RayPool:
+    """Actors of one kind of work; ``await pool.run(...)`` runs a job on a free slot (use as
+    ``async with``: the actors are started on entry and closed, with their servers, on exit)."""
 
-        self.ray = ray
+    def __init__(self, settings: RaySettings, *, work: WorkFactory, db: str | Database, chromium: str = "") -> None:
+        database = Database.of(db)
+        # Actors run elsewhere (another working folder, another machine): the path must not be relative.
+        self.database = database if database.is_postgres else Database.of(database.path.resolve())
         self.settings = settings
-        self.database = database
-        self.listener = listener
-        self.args = (context.model_dump_json(), database.target, str(out_dir))
-        self.remote_actor = ray.remote(RolloutActor).options(
-            num_cpus=settings.cpus_per_actor, max_concurrency=settings.runs_per_actor + 4, max_restarts=0
-        )
-        self.runs = RunIndex(database)
+        self._work = work
+        self._chromium = chromium
+        self._ray: Any = None
+        self._remote: Any = None
+        self._started_here = False
+        self._actors: list[_Actor] = []
+        self._slots: asyncio.Queue[_Actor] = asyncio.Queue()
         self._replacing = asyncio.Lock()
 
-    async def start_actor(self) -> _Actor:
-        handle = self.remote_actor.remote(*self.args)
+    @property
+    def capacity(self) -> int:
+        """Jobs that run at the same time."""
+        return len(self._actors) * self.settings.runs_per_actor
+
+    async def __aenter__(self) -> RayPool:
+        self._ray = ray = import_ray()
+        self._started_here = start_ray(ray, self.settings)
+        try:
+            check_store_reaches_nodes(self.database, ray.nodes())
+            count = self.settings.actor_count(float(ray.cluster_resources().get("CPU", 0)))
+            self._remote = ray.remote(WorkActor).options(
+                num_cpus=self.settings.cpus_per_actor,
+                max_concurrency=self.settings.runs_per_actor + 4,
+                max_restarts=0,
+            )
+            self._actors = list(await asyncio.gather(*(self._start_actor() for _ in range(count))))
+        except BaseException:
+            await self._shutdown()
+            raise
+        for _ in range(self.settings.runs_per_actor):
+            for actor in self._actors:
+                self._slots.put_nowait(actor)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._shutdown()
+
+    async def _start_actor(self) -> _Actor:
+        handle = self._remote.remote(self._work, self.database.target, self._chromium)
         return _Actor(handle=handle, where=await handle.where.remote())
 
-    async def drive(self, actor: _Actor, spec: TrajectorySpec) -> TrajectoryOutcome | None:
-        """Run one trajectory on ``actor``; None when the actor died under it."""
-        actor.running.add(spec.run_id)
+    async def run(
+        self, job: Callable[[], str], *, on_item: Callable[[Item], None], run_id: str | None = None
+    ) -> tuple[bool, Any]:
+        """Run one job on a free slot: ``(True, result)``, or ``(False, None)`` when its actors died
+        ``MAX_ATTEMPTS`` times. ``job`` builds the job when it is sent (again after a death, so it
+        can say what earlier attempts recorded); ``run_id``: the agent run it drives, if any."""
+        actor = await self._slots.get()
         try:
-            async for ref in actor.handle.run.options(num_returns="streaming").remote(spec.model_dump_json()):
-                item = await ref
-                if item["kind"] == "started" and self.listener is not None:
-                    self.listener.started(spec, resumed=item["resumed"])
-                elif item["kind"] == "event" and self.listener is not None:
-                    self.listener.event(spec, item["event"])
-                elif item["kind"] == "ended":
-                    outcome = TrajectoryOutcome.model_validate(item["outcome"])
-                    if self.listener is not None:
-                        self.listener.ended(outcome)
-                    return outcome
-        except self.ray.exceptions.RayActorError:
-            return None
+            for _ in range(MAX_ATTEMPTS):
+                generation = actor.generation
+                done, value = await self._drive(actor, job(), on_item, run_id)
+                if done:
+                    return True, value
+                await self._replace(actor, generation)  # the same slot, on the new actor
+            return False, None
         finally:
-            actor.running.discard(spec.run_id)
-        raise RuntimeError(f"the actor ended {spec.run_id} without an outcome")
+            self._slots.put_nowait(actor)
 
-    async def replace(self, actor: _Actor, generation: int) -> None:
+    async def _drive(
+        self, actor: _Actor, job_json: str, on_item: Callable[[Item], None], run_id: str | None
+    ) -> tuple[bool, Any]:
+        if run_id is not None:
+            actor.running.add(run_id)
+        try:
+            async for ref in actor.handle.run.options(num_returns="streaming").remote(job_json):
+                for item in await ref:
+                    if item.get("kind") == "ended":
+                        return True, item.get("value")
+                    on_item(item)
+        except self._ray.exceptions.RayActorError:
+            return False, None
+        finally:
+            if run_id is not None:
+                actor.running.discard(run_id)
+        raise RuntimeError(f"the actor ended job {job_json[:80]} without a result")
+
+    async def _replace(self, actor: _Actor, generation: int) -> None:
         """Once per death: mark its runs interrupted, reap its machine, start a new actor in its place."""
         async with self._replacing:
             if actor.generation != generation:
                 return  # another of its slots did it already
             dead = actor.where
+            runs = RunIndex(self.database)
             for run_id in list(actor.running):
-                record = await self.runs.aget(run_id)
+                record = await runs.aget(run_id)
                 if record is not None and record.status == "running" and record.pid == dead["pid"]:
-                    await self.runs.aupdate(run_id, status="interrupted", error="its Ray actor died")
+                    await runs.aupdate(run_id, status="interrupted", error="its Ray actor died")
             actor.running.clear()
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            reaper = self.ray.remote(_reap_node).options(
+            reaper = self._ray.remote(_reap_node).options(
                 num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(dead["node_id"], soft=True)
             )
             await reaper.remote(self.database.target)
-            fresh = await self.start_actor()
+            fresh = await self._start_actor()
             actor.handle, actor.where = fresh.handle, fresh.where
             actor.generation += 1
 
-    async def close(self, actors: list[_Actor]) -> None:
-        await asyncio.gather(*(a.handle.close.remote() for a in actors), return_exceptions=True)
-        for a in actors:
-            self.ray.kill(a.handle)
-
-
-async def run_rollout_on_ray(
-    specs: list[TrajectorySpec],
-    *,
-    context: AgentContext,
-    db: str | Path | Database,
-    out_dir: str | Path,
-    settings: RaySettings,
-    listener: RolloutListener | None = None,
-) -> list[TrajectoryOutcome]:
-    """``run_rollout`` on Ray actors: the same outcomes, in plan order, and the same listener calls."""
-    ray = import_ray()
-    database = Database.of(db)
-    if not database.is_postgres:
-        database = Database.of(database.path.resolve())
-    started_here = not ray.is_initialized()
-    if started_here:
-        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
-        ray.init(
-            address=settings.address or None,
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": env},
-        )
-    try:
-        check_store_reaches_nodes(database, ray.nodes())
-        count = settings.actor_count(float(ray.cluster_resources().get("CPU", 0)))
-        out = await asyncio.to_thread(Path(out_dir).resolve)
-        rollout = _RayRollout(ray, settings, context=context, database=database, out_dir=out, listener=listener)
-        actors = list(await asyncio.gather(*(rollout.start_actor() for _ in range(count))))
-        pending = collections.deque(range(len(specs)))
-        attempts = [0] * len(specs)
-        outcomes: list[TrajectoryOutcome | None] = [None] * len(specs)
-
-        async def slot(actor: _Actor) -> None:
-            while pending:
-                position = pending.popleft()
-                spec = specs[position]
-                attempts[position] += 1
-                generation = actor.generation
-                outcome = await rollout.drive(actor, spec)
-                if outcome is not None:
-                    outcomes[position] = outcome
-                    continue
-                await rollout.replace(actor, generation)
-                if attempts[position] < MAX_ATTEMPTS:
-                    pending.appendleft(position)  # continues from its checkpoints on the new actor
-                else:
-                    given_up = outcomes[position] = TrajectoryOutcome(
-                        run_id=spec.run_id,
-                        group_id=spec.group_id,
-                        status="failed",
-                        error=f"its Ray actor died {MAX_ATTEMPTS} times; run the same command again to continue",
-                    )
-                    if listener is not None:
-                        listener.ended(given_up)
-
+    async def _shutdown(self) -> None:
         try:
-            async with asyncio.TaskGroup() as group:
-                for actor in actors:
-                    for _ in range(settings.runs_per_actor):
-                        group.create_task(slot(actor))
+            if self._actors:
+                handles = [a.handle for a in self._actors]
+                await asyncio.gather(*(h.close.remote() for h in handles), return_exceptions=True)
+                for handle in handles:
+                    self._ray.kill(handle)
         finally:
-            await rollout.close(actors)
-        return [outcome for outcome in outcomes if outcome is not None]
-    finally:
-        if started_here:
-            ray.shutdown()
+            self._actors = []
+            if self._started_here:
+                self._ray.shutdown()
+                self._started_here = False
