@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.helpers import checkpoint_count, group_alive, owned_groups
@@ -214,3 +215,90 @@ def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chro
     assert exported.returncode == 0, exported.stdout + exported.stderr
     lines = [json.loads(line) for line in (tmp_path / "rewards.jsonl").read_text().splitlines()]
     assert sorted(line["trajectory_id"] for line in lines) == sorted(finished)
+
+
+def _owner_serving(db: str, folder: Path) -> int | None:
+    """The agent process (actor) whose recorded dev server runs in ``folder``."""
+    registry = Database.of(db).local_dir / "processes.jsonl"
+    entries = [json.loads(line) for line in registry.read_text().splitlines() if line.strip()]
+    for entry in entries:
+        try:
+            cwd = psutil.Process(entry["pid"]).cwd()
+        except psutil.Error:
+            cwd = ""
+        if str(folder) in cwd or any(str(folder) in arg for arg in entry["argv"]):
+            return int(entry["owner_pid"])
+    return None
+
+
+@pytest.mark.e2e
+def test_bench_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chromium_path, state_dir, ray_address):
+    from tests.test_bench import KEPT, MAPPING, RULES, TRIVIA, bench_args, rule, write_data
+
+    db = postgres_cluster.new_database()
+    data = write_data(tmp_path / "test.jsonl", KEPT)
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    ray_args = ["--db", db, "--ray", ray_address, "--actors", "2", "--runs-per-actor", "1", "--cpus-per-run", "0.5"]
+    scenario = Scenario.model_validate({"name": "bench", "rules": list(RULES.values())})
+    with ScriptedServer(scenario) as server:
+        command = [CLI, *bench_args(server.base_url, data, out, *ray_args)]
+        log = (tmp_path / "bench.log").open("w")
+        proc = subprocess.Popen(command, env=cli_env(chromium_path), stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 400
+        try:
+            # Once the trivia site's first test case is recorded, kill the actor evaluating the rest.
+            while not (results.exists() and TRIVIA in results.read_text()):
+                assert proc.poll() is None, (tmp_path / "bench.log").read_text()
+                assert time.monotonic() < deadline, "the trivia site was never evaluated"
+                time.sleep(0.1)
+            victim = _owner_serving(db, out / "eval" / TRIVIA)
+            assert victim is not None and victim != proc.pid
+            recorded = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+            assert len([r for r in recorded if r["record_id"] == TRIVIA]) < 4, "killed with trivia cases left"
+            groups = owned_groups(db, victim)
+            seen = len(server.requests)
+            os.kill(victim, signal.SIGKILL)
+            proc.wait(timeout=400)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+        after_kill = server.requests[seen:]
+        output = (tmp_path / "bench.log").read_text()
+        assert proc.returncode == 0, output
+
+        # The outputs of an in-process run: every test case once, with the verdicts the pages give.
+        lines = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+        verdicts = {(r["record_id"], r["case_index"]): r["verdict"] for r in lines}
+        assert len(lines) == 6 and verdicts == {
+            (TRIVIA, 0): "YES",
+            (TRIVIA, 1): "PARTIAL",
+            (TRIVIA, 2): "NO",
+            (TRIVIA, 3): "YES",
+            (MAPPING, 0): "START_FAILED",
+            (MAPPING, 1): "START_FAILED",
+        }
+        assert json.loads((out / "summary.json").read_text())["overall"]["accuracy"] == round(100 * 2.5 / 6, 2)
+        assert "41.7%" in output and f"{TRIVIA}: appearance 4/5" in output
+        # Cases recorded before the kill were kept as they were and not run again.
+        for before in recorded:
+            assert before in lines
+        case_rules = {0: ("enroll-click", "enroll-yes"), 1: ("question-click", "question-partial")}
+        case_rules |= {2: ("leaderboard-no",), 3: ("colours-scroll", "colours-verdict")}
+        asked_again = {r.rule_index for r in after_kill}
+        for before in recorded:
+            if before["record_id"] == TRIVIA:
+                assert not asked_again & {rule(name) for name in case_rules[before["case_index"]]}, before
+        # The runs ran on actors, not in the command's process; the dead actor left nothing running.
+        runs = RunIndex(db).list()
+        assert {r.run_id for r in runs} == {f"bench-out-{TRIVIA}", f"bench-out-{MAPPING}"}
+        assert all(r.pid not in (proc.pid, None) for r in runs)
+        assert groups and not [g for g in groups if group_alive(g)]
+
+        # The same command again finds everything done: no model is asked anything.
+        seen = len(server.requests)
+        again = subprocess.run(command, env=cli_env(chromium_path), capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert server.requests[seen:] == [] and "generated earlier, skipped" in again.stdout
+        assert [json.loads(line) for line in results.read_text().splitlines() if line.strip()] == lines
