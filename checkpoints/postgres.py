@@ -74,9 +74,16 @@ async def _postgres_ready(conn: Any, latest: int) -> bool:
 
 
 async def _with_async_schema_lock(conn: Any, change: Callable[[], Awaitable[None]]) -> None:
-    """``database.with_schema_lock`` for an async connection: the server holds the wait (the async
-    driver awaits it), so no polling and no blocked event loop."""
-    await conn.execute("SELECT pg_advisory_lock(%s)", [SCHEMA_LOCK_KEY])
+    """``database.with_schema_lock`` for an async connection, polled for the same reason: a session
+    waiting inside ``pg_advisory_lock`` runs a statement, which the lock holder's ``CREATE INDEX
+    CONCURRENTLY`` (LangGraph's migrations) waits for in turn: PostgreSQL reports a deadlock (seen
+    with several Ray actors opening one new database at once)."""
+    while True:
+        cursor = await conn.execute("SELECT pg_try_advisory_lock(%s) AS got", [SCHEMA_LOCK_KEY])
+        row = await cursor.fetchone()
+        if row is not None and row["got"]:
+            break
+        await asyncio.sleep(0.05)
     try:
         await change()
     finally:
