@@ -5,8 +5,8 @@ A thread run by LangGraph's server (``langgraph dev``, Studio, ``langgraph_sdk``
 has no such driver: the server only calls the graph and its checkpointer. So the server's
 checkpointer (``open_checkpointer(..., record_runs=True)``) keeps the thread's row itself, from
 what it saves anyway: every top-level checkpoint updates the row (requirement, folder, status,
-steps, chosen step and its scores), a node's error marks the run ``failed`` and a review interrupt
-marks it ``review``. The row's process is the server's, so a thread left running when the server
+steps, chosen step and its scores, tokens and cost; ``budget`` when the run paused at its budget),
+a node's error marks the run ``failed`` and a review interrupt marks it ``review``. The row's process is the server's, so a thread left running when the server
 died reads ``interrupted``, as a killed CLI run does. ``runs``, ``history``, ``report``, ``fork``
 and ``resume`` then work on server threads as on CLI runs.
 """
@@ -22,10 +22,14 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+from webgen_agent.core.costs import spent
 
 _ERROR = "__error__"  # LangGraph's channels for a task's error and its interrupts
 _INTERRUPT = "__interrupt__"
 _FINAL_STATUSES = ("finished", "rejected")  # what the graph's own state says at its end
+# A run whose budget is spent pauses before the ``budget`` node (graph/builder.py): its checkpoint
+# then holds the trigger LangGraph writes for that node's pending run.
+_TO_BUDGET = "branch:to:budget"
 
 
 def row_fields(values: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +38,11 @@ def row_fields(values: dict[str, Any]) -> dict[str, Any]:
     chosen = values.get("chosen_step")
     best = steps[chosen] if isinstance(chosen, int) and 0 <= chosen < len(steps) else {}
     status = values.get("status")
+    usd, tokens = spent(steps)
     fields: dict[str, Any] = {
-        "status": status if status in _FINAL_STATUSES else "running",
+        "status": status if status in _FINAL_STATUSES else "budget" if _TO_BUDGET in values else "running",
+        "cost_usd": usd,
+        "tokens": tokens,
         "steps": len(steps),
         "chosen_step": chosen,
         "best_screenshot": best.get("screenshot_score") or 0,
