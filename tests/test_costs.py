@@ -25,6 +25,8 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import RequestRecord, Rule, Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import load_trajectories
+from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import AgentContext, ConfigError, Settings
 from webgen_agent.core.costs import Budget, Spending
@@ -198,6 +200,10 @@ def test_a_run_stops_at_its_budget_and_a_larger_budget_finishes_it(tmp_path, chr
         assert asyncio.run(driver.plan_action(spec)) == "resume"
         assert asyncio.run(load_trajectories(db)) == []
         assert [t.run.run_id for t in asyncio.run(load_trajectories(db, include_unfinished=True))] == ["b"]
+
+        # A thread LangGraph's server runs is recorded by its checkpointer, from the saved values.
+        fields = row_fields(asyncio.run(final_state(db, "b")))
+        assert fields["status"] == "budget" and fields["cost_usd"] == pytest.approx(charged(before))
 
         listed = cli("runs", "--json", "--db", str(db), env=env)
         row = json.loads(listed.stdout.strip().splitlines()[0])
