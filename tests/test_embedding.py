@@ -54,6 +54,9 @@ def test_public_api_is_reexported_lazily() -> None:
         "Resources",
         "use_resources",
         "open_checkpointer",
+        "resume_run",
+        "ReviewRequest",
+        "ReviewDecision",
     ):
         assert name in webgen_agent.__all__ and getattr(webgen_agent, name) is not None
     from webgen_agent.graph.api import run_requirement

@@ -12,6 +12,8 @@ The implementation lives in layered sub-packages (docs/architecture.md): ``webge
   to add as a node (subgraph) of a host graph; ``InputState`` in, ``OutputState`` out,
   ``AgentContext`` (three ``ModelSettings`` roles, limits, critic mode) as its context.
 - ``Resources`` / ``use_resources`` and ``open_checkpointer``: what a host binds around graph runs.
+- ``ReviewRequest`` / ``ReviewDecision``: what a run with ``review`` points asks and the answer
+  (``resume_run(..., answer=...)``; docs/review.md).
 
 Names are imported on first use, so ``import webgen_agent`` stays cheap (no LangGraph, browser or
 model client imports until something needs them).
@@ -32,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "InputState": "webgen_agent.core.state",
     "OutputState": "webgen_agent.core.state",
     "ProgressEvent": "webgen_agent.core.events",
+    "ReviewDecision": "webgen_agent.core.views",
+    "ReviewRequest": "webgen_agent.core.views",
     "Step": "webgen_agent.core.state",
     "build_graph": "webgen_agent.graph.builder",
     "compile_graph": "webgen_agent.graph.builder",
@@ -51,6 +55,8 @@ __all__ = [
     "OutputState",
     "ProgressEvent",
     "Resources",
+    "ReviewDecision",
+    "ReviewRequest",
     "RunResult",
     "Settings",
     "Step",
@@ -73,6 +79,7 @@ if TYPE_CHECKING:
         OutputState,
         Step,
     )
+    from webgen_agent.core.views import ReviewDecision, ReviewRequest
     from webgen_agent.graph.api import RunResult, resume_run, run_requirement
     from webgen_agent.graph.builder import build_graph, compile_graph
     from webgen_agent.nodes.resources import Resources, use_resources
