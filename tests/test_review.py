@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
+from webgen_agent.apps.review import parse_answer, review_points
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.runs import RunIndex
@@ -25,6 +26,40 @@ from webgen_agent.graph.api import fork_run, resume_run, run_requirement
 pytestmark = pytest.mark.e2e
 
 LANDING_REQUIREMENT = "A coffee-shop landing page with a button that shows the opening hours."
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ({"action": "maybe"}, "action: Input should be 'approve', 'edit' or 'reject'"),
+        ({"action": "edit"}, "an edit needs a replacement 'text' or a 'note'"),
+        ({"action": "approve", "text": "x"}, "'text' is for edits; approve takes only a 'note'"),
+        ({"action": "reject", "comment": "x"}, "comment: Extra inputs are not permitted"),
+        (["approve"], "Input should be a valid dictionary"),
+        (None, "Input should be a valid dictionary"),
+    ],
+)
+def test_malformed_answers_are_one_line_errors(value: object, why: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        review_decision(value)
+    message = str(caught.value)
+    assert why in message and "\n" not in message and message.startswith("invalid review answer")
+
+
+def test_answer_forms() -> None:
+    assert review_decision("approve") == ReviewDecision(action="approve")
+    assert parse_answer('{"action": "edit", "text": "npm run build"}').text == "npm run build"
+    assert parse_answer("reject too risky") == ReviewDecision(action="reject", note="too risky")
+    assert parse_answer("note Use cards.") == ReviewDecision(action="edit", note="Use cards.")
+    assert parse_answer("edit line one\\nline two").text == "line one\nline two"
+    with pytest.raises(ValueError, match="cannot read the answer 'ok'"):
+        parse_answer("ok")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        parse_answer("{action: approve}")
+    assert review_points(["plan,critique", "shell", "plan"]) == ["plan", "critique", "shell"]
+    assert review_points(["none"]) == [] and review_points(None) is None
+    with pytest.raises(ValueError, match="unknown review point 'deploy'"):
+        review_points(["deploy"])
 
 
 def _coder_prompts(server: ScriptedServer) -> list[str]:
