@@ -23,8 +23,6 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.views import ReviewDecision, review_decision
 from webgen_agent.graph.api import fork_run, resume_run, run_requirement
 
-pytestmark = pytest.mark.e2e
-
 LANDING_REQUIREMENT = "A coffee-shop landing page with a button that shows the opening hours."
 
 
@@ -66,6 +64,7 @@ def _coder_prompts(server: ScriptedServer) -> list[str]:
     return [r.last_user_text for r in server.requests if r.model == "scripted-coder"]
 
 
+@pytest.mark.e2e
 async def test_critique_waits_and_a_note_reaches_the_refiner(tmp_path: Path, chromium_path: str, vite_template) -> None:
     db = tmp_path / "db" / "webgen.db"
     async with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
@@ -105,6 +104,7 @@ async def test_critique_waits_and_a_note_reaches_the_refiner(tmp_path: Path, chr
     assert events[0] == {"kind": "review", "after_step": 0, "reason": "critique: edit; note: Use a green Add button."}
 
 
+@pytest.mark.e2e
 async def test_reject_critique_withholds_the_feedback(tmp_path: Path, chromium_path: str, vite_template) -> None:
     db = tmp_path / "webgen.db"
     async with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
@@ -127,6 +127,7 @@ async def test_reject_critique_withholds_the_feedback(tmp_path: Path, chromium_p
     assert "set aside the automatic feedback" in refiner_prompt and "Keep the layout." in refiner_prompt
 
 
+@pytest.mark.e2e
 async def test_plan_shell_and_finalize_reviews(tmp_path: Path, chromium_path: str) -> None:
     """One run through every other point, each answered a different way, with a refused answer too."""
     db = tmp_path / "webgen.db"
@@ -202,6 +203,7 @@ async def test_plan_shell_and_finalize_reviews(tmp_path: Path, chromium_path: st
     assert summary["events"][-1]["reason"] == "chosen by the reviewer"
 
 
+@pytest.mark.e2e
 async def test_reject_finalize_ends_without_a_site(tmp_path: Path, chromium_path: str) -> None:
     db = tmp_path / "webgen.db"
     async with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
