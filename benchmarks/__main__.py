@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks.common import machine
 
 # Fast ones first, so a broken environment shows early.
-SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share", "scale")
+SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share", "scale", "server_threads")
 
 
 def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
@@ -66,6 +66,14 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
             "model_share",
             "3. framework share with a 5 s model",
             lambda f: (f"{f['share']:.1%} (target <= 10%)", f["share"] <= 0.10),
+        ),
+        (
+            "server_threads",
+            "langgraph dev, 3 threads: 1 job per worker / 3 jobs, model answering after 1 s",
+            lambda f: (
+                f"{f['jobs1_wall_s']:.1f} s / {f['jobs3_wall_s']:.1f} s = {f['speedup']:.2f}x (no target)",
+                True,
+            ),
         ),
         (
             "export_throughput",
