@@ -64,6 +64,10 @@ class RecordsRuns:
         self.runs_database = database
         self._runs: RunIndex | None = None
         self._recorded: set[str] = set()  # threads whose row names this process
+        # thread -> (checkpoint id, status fields) of a failure or review stop. LangGraph saves a
+        # checkpoint and the writes of the task run from it concurrently, so a checkpoint saved
+        # after its task's error must not turn the run back to running; a later checkpoint does.
+        self._stopped: dict[str, tuple[str, dict[str, Any]]] = {}
 
     async def _index(self) -> RunIndex:
         if self._runs is None:
@@ -80,7 +84,14 @@ class RecordsRuns:
         saved = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
         where = config.get("configurable", {})
         if not where.get("checkpoint_ns"):  # the graph itself, not a subgraph of it
-            await self._record(str(where["thread_id"]), row_fields(dict(checkpoint["channel_values"])))
+            thread_id = str(where["thread_id"])
+            fields = row_fields(dict(checkpoint["channel_values"]))
+            stopped = self._stopped.get(thread_id)
+            if stopped is not None and checkpoint["id"] <= stopped[0]:  # ids grow with time
+                fields.update(stopped[1])
+            else:
+                self._stopped.pop(thread_id, None)
+            await self._record(thread_id, fields)
         return saved
 
     async def aput_writes(
@@ -92,9 +103,14 @@ class RecordsRuns:
             return
         for channel, value in writes:
             if channel == _ERROR:
-                await self._record(str(where["thread_id"]), {"status": "failed", "error": str(value)[:2000]})
+                stop = {"status": "failed", "error": str(value)[:2000]}
             elif channel == _INTERRUPT and _is_review(value):
-                await self._record(str(where["thread_id"]), {"status": "review"})
+                stop = {"status": "review", "error": ""}
+            else:
+                continue
+            thread_id = str(where["thread_id"])
+            self._stopped[thread_id] = (str(where.get("checkpoint_id", "")), stop)
+            await self._record(thread_id, stop)
 
     async def _record(self, thread_id: str, fields: dict[str, Any]) -> None:
         runs = await self._index()

@@ -57,3 +57,15 @@ async def test_a_thread_run_without_a_driver_keeps_its_runs_row(
     assert finished.best_screenshot == final["steps"][1]["screenshot_score"] > 0
     assert finished.tokens > paused.tokens and finished.cost_usd is None  # no prices given: unknown, not 0
     assert [h.index for h in history] == list(range(len(final["steps"])))
+
+
+async def test_a_failing_node_marks_the_thread_failed(tmp_path: Path, db_target: str) -> None:
+    config = {"configurable": {"thread_id": "broken"}}
+    context = scripted_context("http://127.0.0.1:9/v1", runs_dir=str(tmp_path / "runs"))
+    resources = await asyncio.to_thread(Resources, db_target)
+    async with use_resources(resources), open_checkpointer(db_target, record_runs=True) as saver:
+        with pytest.raises(KeyError, match="requirement"):  # an input without the requirement
+            await compile_graph(saver).ainvoke({"group_id": "g"}, config, context=context)
+    record = await asyncio.to_thread(RunIndex(db_target).get, "broken")
+    assert record is not None and record.status == "failed" and "requirement" in record.error
+    assert record.group_id == "g"

@@ -8,12 +8,13 @@ refiner's prompt on the scripted server.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
-from tests.studio import DevServer
+from tests.studio import DevServer, cli
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -53,6 +54,7 @@ async def test_critique_review_is_answered_through_the_sdk(studio_server: DevSer
         schema = (await client.assistants.get_schemas(assistant_id))["context_schema"]
         first = await stream(input={"requirement": REQUIREMENT})
         waiting = await client.threads.get(thread_id)
+        listed = await asyncio.to_thread(cli, "runs", "--json", db=server.db)  # the runs table says so too
         shown = (await client.threads.get_state(thread_id))["interrupts"]  # what Studio shows
         calls_before = len(scripted.requests)
         refused = await stream(command={"resume": {"action": "sure"}})
@@ -64,6 +66,8 @@ async def test_critique_review_is_answered_through_the_sdk(studio_server: DevSer
     # Studio's settings form offers the points.
     assert schema["properties"]["review"]["items"]["enum"] == ["plan", "critique", "shell", "finalize"]
     assert len(first) == 1 and waiting["status"] == "interrupted"
+    record = next(json.loads(line) for line in listed.stdout.splitlines() if thread_id in line)
+    assert record["status"] == "review"
     request = first[0]["value"]
     assert [i["value"] for i in shown] == [request]
     assert (request["kind"], request["point"], request["step"], request["run_id"]) == (
