@@ -6,7 +6,7 @@
    agent's modules imported, resources made) are started before the clock, as the in-process side
    has its modules imported before it; closing the actors (their browsers) is on the clock, as
    closing the in-process resources is. The actors' start is printed apart.
-2 and 3 run ROUNDS times, alternately (the machine is shared: the best of each is compared).
+2 and 3 run ROUNDS (3) times, alternately (the machine is shared: the best of each is compared).
 Figures: wall time and trajectories per minute; for 1 and 2 the time spent writing checkpoints
 (saver aput + aput_writes, blob writes included) per coder step and the bytes stored per step.
 PostgreSQL is a throwaway cluster (tests/postgres.py); Ray needs the [ray] extra.
@@ -35,7 +35,7 @@ from webgen_agent.tools.webgen_bench import load_records
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
 SAMPLES = 4
-ROUNDS = 2
+ROUNDS = 3
 
 
 class CheckpointClock:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.nodes.resources import Resources, bind_resources
+from webgen_agent.tools.gui_agent import import_browser_use
 
 Item = dict[str, Any]
 
@@ -70,6 +71,9 @@ class WorkActor:
 
     def _ready(self) -> tuple[Resources, Work]:
         if self._resources is None or self._work is None:
+            # browser-use (about 3 s, once per process) is imported while the actor starts, as a
+            # long-lived in-process worker has it, not in the middle of its first job.
+            import_browser_use()
             # What an earlier actor on this machine left running when it was killed.
             Resources.reap_orphans(self.database)
             self._resources = Resources(self.database, chromium=self.chromium)
