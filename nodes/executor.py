@@ -158,7 +158,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             )
         elif shell.exit_code != 0:
             problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
-        if too_big := site.size_problem():
+        if too_big := await asyncio.to_thread(site.size_problem):  # walks the workspace
             problems.append(too_big)
 
     files, after = await asyncio.to_thread(_record_workspace, blobs, workspace)
