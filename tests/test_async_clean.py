@@ -5,7 +5,8 @@ SQLite, socket or subprocess call on the event loop into a ``BlockingError`` tha
 deployed server the same call would stall every other run of the worker). This test switches the
 detector on with the server's own configuration and plays the demo scenario through
 ``run_requirement``: real npm, Vite, Chromium, browser-use and checkpoints, every node, router and
-resource, on both run databases. libpq waits for PostgreSQL inside C code, where the detector
+resource, on both run databases; then the WebLoop loop's nodes (requirement checks, code critic)
+on a scaffold-free counter page. libpq waits for PostgreSQL inside C code, where the detector
 cannot see it, so on PostgreSQL psycopg's synchronous entry points are added to the detector.
 """
 
@@ -19,9 +20,14 @@ from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_con
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.history import final_state
 from webgen_agent.graph.api import run_requirement
 
 pytestmark = pytest.mark.e2e
+
+WEBLOOP_REQUIREMENT = (
+    "Build a counter page: an 'Add one' button that raises a visible count, and a footer that says 'Made with care'."
+)
 
 
 def _synchronous_psycopg() -> list:
@@ -58,3 +64,31 @@ async def test_scripted_run_makes_no_blocking_call_on_the_event_loop(
     step3 = result.summary.steps[3]
     assert step3.gui_passed and step3.gui_score == 5  # the GUI agent ran, under the detector too
     assert (Path(result.site_dir or "") / "src" / "App.jsx").is_file()
+
+
+async def test_webloop_run_makes_no_blocking_call_on_the_event_loop(
+    tmp_path: Path, chromium_path: str, vite_template, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = pytest.importorskip("langgraph_runtime_inmem.queue")
+    monkeypatch.setenv("WEBGEN_CHROMIUM", chromium_path)
+    with ScriptedServer(Scenario.load(scenario_path("webloop"))) as server:
+        context = scripted_context(
+            server.base_url,
+            max_steps=4,
+            gui_max_actions=3,
+            loop="webloop",
+            shared_policy=True,
+            critique_rounds=1,
+            runs_dir=str(tmp_path / "runs"),
+        )
+        detector = queue._enable_blockbuster()
+        try:
+            result = await run_requirement(
+                WEBLOOP_REQUIREMENT, context=context, run_id="webloop-clean", db_path=tmp_path / "db" / "webgen.db"
+            )
+        finally:
+            detector.deactivate()
+    assert result.status == "finished"
+    steps = (await final_state(tmp_path / "db" / "webgen.db", "webloop-clean"))["steps"]
+    assert any(step.get("checks") for step in steps), "the requirement checks ran"
+    assert any(step.get("critique") for step in steps), "the code critic ran"
