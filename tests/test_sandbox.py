@@ -12,6 +12,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
@@ -238,25 +239,23 @@ async def test_a_kept_dev_server_that_fills_the_workspace_is_stopped_at_the_next
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "package.json").write_text('{"name": "filler", "private": true, "scripts": {"dev": "node server.js"}}')
-    # Answers at once, then writes 40 MB into the project, each file under the per-file limit.
+    # Writes 40 MB into the project (each file under the per-file limit) when asked to, after it started.
     (workspace / "server.js").write_text(
         "const fs = require('fs');"
-        "require('http').createServer((q, s) => s.end('<h1>ok</h1>')).listen(Number(process.env.PORT), '127.0.0.1',"
-        " () => setTimeout(() => { for (let i = 0; i < 4; i++) fs.writeFileSync('fill' + i + '.bin',"
-        " Buffer.alloc(10000000)); fs.writeFileSync('filled', 'yes'); }, 200));"
+        "require('http').createServer((q, s) => { if (q.url === '/fill') { for (let i = 0; i < 4; i++)"
+        " fs.writeFileSync('fill' + i + '.bin', Buffer.alloc(10000000)); } s.end('<h1>ok</h1>'); })"
+        ".listen(Number(process.env.PORT), '127.0.0.1');"
     )
     runner = SiteRunner(workspace, log_dir=tmp_path / "logs", sandbox=SandboxSettings(workspace_mb=32))
     try:
         first = await runner.ensure_running()
-        assert first.ok, first.error
-        deadline = time.monotonic() + 60
-        while not (workspace / "filled").exists():
-            assert time.monotonic() < deadline, "the server never wrote its files"
-            await asyncio.sleep(0.1)
+        assert first.ok and first.url, first.error
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(first.url.rstrip("/") + "/fill", timeout=60)).status_code == 200
         server = runner.server
         assert server is not None
         second = await runner.ensure_running(set())  # the next step, nothing edited: the server is kept
-        assert not second.ok and second.stage == "start" and "over the 32 MB cap" in (second.error or "")
+        assert not second.ok and second.stage == "start" and "over the 32 MB cap" in (second.error or ""), second
         assert runner.server is None and not server.alive
     finally:
         await runner.stop()
