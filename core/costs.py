@@ -39,8 +39,13 @@ def add_costs(costs: Iterable[float | None]) -> float | None:
     return total
 
 
-def step_cost(costs: Mapping[str, float | None]) -> float | None:
-    """A step's cost from its per-node costs (0.0 when it made no priced call)."""
+def step_cost(step: Mapping[str, Any]) -> float | None:
+    """A step's cost from its per-node costs (0.0 when it made no model call); unknown when a node
+    used tokens that have no cost (a step recorded before costs were)."""
+    costs: Mapping[str, float | None] = step.get("cost") or {}
+    tokens: Mapping[str, Mapping[str, int]] = step.get("tokens") or {}
+    if any(node not in costs and usage.get("input", 0) + usage.get("output", 0) for node, usage in tokens.items()):
+        return None
     return add_costs(costs.values())
 
 
@@ -51,7 +56,7 @@ def step_tokens(tokens: Mapping[str, Mapping[str, int]]) -> int:
 def spent(steps: Iterable[Mapping[str, Any]]) -> tuple[float | None, int]:
     """(USD, tokens) a run's steps used so far; USD None when some cost is unknown."""
     records = list(steps)
-    usd = add_costs(step_cost(step.get("cost") or {}) for step in records)
+    usd = add_costs(step_cost(step) for step in records)
     return usd, sum(step_tokens(step.get("tokens") or {}) for step in records)
 
 

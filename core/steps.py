@@ -72,5 +72,5 @@ def step_facts(step: Step) -> dict[str, Any]:
         "timings": dict(step["timings"]),
         "tokens": {node: dict(usage) for node, usage in step["tokens"].items()},
         "cost": dict(step.get("cost") or {}),
-        "cost_usd": step_cost(step.get("cost") or {}),
+        "cost_usd": step_cost(step),
     }

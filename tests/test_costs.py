@@ -29,7 +29,7 @@ from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.context import AgentContext, ConfigError, Settings
-from webgen_agent.core.costs import Budget, Spending
+from webgen_agent.core.costs import Budget, Spending, spent
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.routers import route_after_critic
 from webgen_agent.tools.models import ModelCallError
@@ -116,6 +116,10 @@ def test_the_budget_is_checked_before_the_next_coder_step() -> None:
     assert route_after_critic(state, context.model_copy(update={"budget_usd": 0.0011})) == "refiner"
     unpriced = {**state, "steps": [{**step, "cost": {"generator": None}}]}  # a price was unknown then
     assert route_after_critic(unpriced, context.model_copy(update={"budget_usd": 5.0})) == "budget"
+    older = {**state, "steps": [step]}  # recorded before costs were: tokens without a cost are unknown
+    assert spent(older["steps"]) == (None, 1000)
+    assert route_after_critic(older, context.model_copy(update={"budget_usd": 5.0})) == "budget"
+    assert route_after_critic(older, context.model_copy(update={"budget_tokens": 5000})) == "refiner"
 
 
 def test_spending_counts_progress_events_against_a_whole_budget() -> None:

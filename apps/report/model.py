@@ -234,10 +234,15 @@ def node_costs(step: Step) -> list[NodeCost]:
             input_tokens=tokens.get(node, {}).get("input", 0),
             output_tokens=tokens.get(node, {}).get("output", 0),
             calls=tokens.get(node, {}).get("calls", 0),
-            cost_usd=costs.get(node, 0.0),
+            # No cost beside tokens: recorded before costs were, unknown.
+            cost_usd=costs[node] if node in costs else (None if _used(tokens.get(node)) else 0.0),
         )
         for node in [*timings, *(n for n in tokens if n not in timings)]
     ]
+
+
+def _used(usage: dict[str, int] | None) -> bool:
+    return bool(usage and usage.get("input", 0) + usage.get("output", 0))
 
 
 def totals(steps: list[StepReport]) -> Totals:
