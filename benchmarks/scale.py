@@ -142,6 +142,7 @@ async def main() -> dict[str, float]:
                 pool = rollout_pool(settings, context=context, db=cluster.new_database(label), out_dir=base / label)
                 started = time.monotonic()
                 async with pool:
+                    await pool.start()
                     actor_starts.append(time.monotonic() - started)
                     started = time.monotonic()
                     outcomes = await rollout_on_pool(pool, specs)

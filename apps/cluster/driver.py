@@ -76,7 +76,8 @@ class _Actor:
 
 class RayPool:
     """Actors of one kind of work; ``await pool.run(...)`` runs a job on a free slot (use as
-    ``async with``: the actors are started on entry and closed, with their servers, on exit)."""
+    ``async with``: the actors start with the first job, or ``start()``, and are closed, with
+    their servers, on exit)."""
 
     def __init__(self, settings: RaySettings, *, work: WorkFactory, db: str | Database, chromium: str = "") -> None:
         database = Database.of(db)
@@ -91,31 +92,38 @@ class RayPool:
         self._actors: list[_Actor] = []
         self._slots: asyncio.Queue[_Actor] = asyncio.Queue()
         self._replacing = asyncio.Lock()
-
-    @property
-    def capacity(self) -> int:
-        """Jobs that run at the same time."""
-        return len(self._actors) * self.settings.runs_per_actor
+        self._starting = asyncio.Lock()
+        self._failed: Exception | None = None
 
     async def __aenter__(self) -> RayPool:
-        self._ray = ray = import_ray()
-        self._started_here = start_ray(ray, self.settings)
-        try:
-            check_store_reaches_nodes(self.database, ray.nodes())
-            count = self.settings.actor_count(float(ray.cluster_resources().get("CPU", 0)))
-            self._remote = ray.remote(WorkActor).options(
-                num_cpus=self.settings.cpus_per_actor,
-                max_concurrency=self.settings.runs_per_actor + 4,
-                max_restarts=0,
-            )
-            self._actors = list(await asyncio.gather(*(self._start_actor() for _ in range(count))))
-        except BaseException:
-            await self._shutdown()
-            raise
-        for _ in range(self.settings.runs_per_actor):
-            for actor in self._actors:
-                self._slots.put_nowait(actor)
         return self
+
+    async def start(self) -> None:
+        """Join or start Ray and start the actors, once (the first job does it: a command with
+        nothing left to do starts no cluster)."""
+        async with self._starting:
+            if self._actors:
+                return
+            if self._failed is not None:
+                raise self._failed  # said once: the jobs waiting for the same start are not retried
+            try:
+                self._ray = ray = import_ray()
+                self._started_here = start_ray(ray, self.settings)
+                check_store_reaches_nodes(self.database, ray.nodes())
+                count = self.settings.actor_count(float(ray.cluster_resources().get("CPU", 0)))
+                self._remote = ray.remote(WorkActor).options(
+                    num_cpus=self.settings.cpus_per_actor,
+                    max_concurrency=self.settings.runs_per_actor + 4,
+                    max_restarts=0,
+                )
+                self._actors = list(await asyncio.gather(*(self._start_actor() for _ in range(count))))
+            except Exception as exc:
+                self._failed = exc
+                await self._shutdown()
+                raise
+            for _ in range(self.settings.runs_per_actor):
+                for actor in self._actors:
+                    self._slots.put_nowait(actor)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -132,6 +140,7 @@ class RayPool:
         """Run one job on a free slot: ``(True, result)``, or ``(False, None)`` when its actors died
         ``MAX_ATTEMPTS`` times. ``job`` builds the job when it is sent (again after a death, so it
         can say what earlier attempts recorded); ``run_id``: the agent run it drives, if any."""
+        await self.start()
         actor = await self._slots.get()
         try:
             for _ in range(MAX_ATTEMPTS):
