@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from webgen_agent.apps.bench.config import EvalSettings
-from webgen_agent.apps.bench.evaluate import Evaluator, Notify
+from webgen_agent.apps.bench.evaluate import Evaluator, Notify, RemoteSite
 from webgen_agent.apps.bench.service import Generator, bench_run_id
 from webgen_agent.apps.bench.views import CaseResult, GenerationRecord, SiteResult
 from webgen_agent.apps.cluster.actor import Item, emit
@@ -121,7 +121,7 @@ class BenchOnRay:
             return GenerationRecord.model_validate(value)
         return GenerationRecord(record_id=record.id, run_id=run_id, status="failed", error=GIVEN_UP)
 
-    def evaluation(self, evaluator: Evaluator) -> Any:
+    def evaluation(self, evaluator: Evaluator) -> RemoteSite:
         """The evaluator's ``remote``: one record's site evaluated on an actor, its results written here."""
 
         async def evaluate(record: BenchRecord, site_dir: Path | None) -> None:
