@@ -1,8 +1,8 @@
 """The driver side of the Ray backend: a pool of actors that runs jobs and survives their deaths.
 
-``RayPool`` starts (or joins) a Ray cluster, starts its actors at once (each reserving
-``cpus_per_run`` x ``runs_per_actor`` CPUs, each warm before it takes work) and hands every job to
-a free run slot of an actor. When an actor dies (killed, out of memory, its machine gone) its
+``RayPool`` starts (or joins) a Ray cluster with its first job, starts its actors together (each
+reserving ``cpus_per_run`` x ``runs_per_actor`` CPUs, each warm before it takes work) and hands every
+job to a free run slot of an actor. When an actor dies (killed, out of memory, its machine gone) its
 unfinished runs are marked interrupted, whatever its processes left running on its machine is
 reaped, a replacement actor starts, and the job is sent again to it: a run continues from its last
 checkpoint there. The rollout (apps/cluster/rollout.py) and the benchmark (apps/cluster/bench.py)
