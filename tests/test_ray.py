@@ -302,3 +302,37 @@ def test_bench_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chromi
         assert again.returncode == 0, again.stdout + again.stderr
         assert server.requests[seen:] == [] and "generated earlier, skipped" in again.stdout
         assert [json.loads(line) for line in results.read_text().splitlines() if line.strip()] == lines
+
+
+@pytest.mark.e2e
+def test_bench_evaluate_only_on_ray_scores_sites_made_elsewhere(tmp_path, chromium_path, ray_address):
+    from tests.test_bench import DASHBOARD, HOMEPAGE_SERVER, MAPPING, RULES, TRIVIA, TRIVIA_PAGE, bench_args, write_data
+
+    data = write_data(tmp_path / "test.jsonl", {TRIVIA: [0], MAPPING: [0], DASHBOARD: [0]})
+    sites = tmp_path / "sites"
+    (sites / TRIVIA).mkdir(parents=True)
+    (sites / TRIVIA / "index.html").write_text(TRIVIA_PAGE)
+    (sites / MAPPING).mkdir()
+    (sites / MAPPING / "package.json").write_text(json.dumps({"name": "maps", "scripts": {"start": "node server.js"}}))
+    (sites / MAPPING / "server.js").write_text(HOMEPAGE_SERVER)
+    out = tmp_path / "scored"
+    scenario = Scenario.model_validate({"name": "bench", "rules": list(RULES.values())})
+    with ScriptedServer(scenario) as server:
+        args = bench_args(server.base_url, data, out, "--evaluate-only", str(sites), "--ray", ray_address)
+        result = subprocess.run(
+            [CLI, *args, "--actors", "1", "--cpus-per-run", "0.5"],
+            env=cli_env(chromium_path),
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert not {r.model for r in server.requests} & {"scripted-coder", "scripted-vlm", "scripted-feedback"}
+    # The same figures as the in-process evaluation of these sites (tests/test_bench.py).
+    verdicts = {
+        line["record_id"]: line["verdict"] for line in map(json.loads, (out / "results.jsonl").read_text().splitlines())
+    }
+    assert verdicts == {TRIVIA: "YES", MAPPING: "YES", DASHBOARD: "START_FAILED"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["appearance"] == round(8 / 3, 3) and summary["generation"] is None
+    assert f"{TRIVIA}: appearance 4/5" in result.stdout
