@@ -116,5 +116,9 @@ class Spending:
         """Why the budget is spent (one line), or None while there is room (always None without one)."""
         return budget_reached(self.usd, self.tokens, self.budget) if self.budget.set else None
 
+    def has_room(self) -> bool:
+        """Whether the command may start another run (asked before each one, in-process or on Ray)."""
+        return self.reached() is None
+
     def line(self) -> str:
         return f"{usd_text(self.usd)} and {self.tokens:,} tokens spent"

@@ -147,8 +147,6 @@ def test_cli_refuses_a_usd_budget_without_prices_before_anything_runs(tmp_path) 
         "bench", "--data", str(records), "--out", str(tmp_path / "b"), "--budget-usd", "1", *flags, env=clean_env()
     )
     assert result.returncode == 2 and "unknown: coder input" in result.stderr, result.stderr
-    result = cli("rollout", "--data", str(records), "--budget-tokens", "9", "--ray", "local", *flags, env=clean_env())
-    assert result.returncode == 2 and "not supported with --ray" in result.stderr, result.stderr
 
 
 # ---- real runs ---------------------------------------------------------------------------------

@@ -336,3 +336,46 @@ def test_bench_evaluate_only_on_ray_scores_sites_made_elsewhere(tmp_path, chromi
     summary = json.loads((out / "summary.json").read_text())
     assert summary["appearance"] == round(8 / 3, 3) and summary["generation"] is None
     assert f"{TRIVIA}: appearance 4/5" in result.stdout
+
+
+@pytest.mark.e2e
+def test_rollout_on_ray_keeps_a_whole_budget_and_a_rerun_continues(tmp_path, chromium_path, ray_address):
+    from tests.test_costs import REQUIREMENT, model_flags, tokens_of
+
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"id": "cafe", "instruction": REQUIREMENT, "ui_instruct": []}) + "\n")
+    db = tmp_path / "webgen.db"
+    with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+        command = [
+            CLI,
+            "rollout",
+            *("--data", str(records), "--samples", "2", "--max-steps", "3", "--name", "w", "--profile", "default"),
+            *("--out", str(tmp_path / "runs"), "--ray", ray_address, "--actors", "1", "--runs-per-actor", "1"),
+            *("--cpus-per-run", "0.5", *model_flags(server.base_url, db)),
+        ]
+        env = cli_env(chromium_path)
+        # One slot: the first trajectory's events, sent back by the actor, spend the budget before the second's turn.
+        first = subprocess.run(
+            [*command, "--budget-tokens", "1000"], env=env, capture_output=True, text=True, timeout=400
+        )
+        assert first.returncode == 4, first.stdout + first.stderr
+        spent = tokens_of(server.requests)
+        assert "1 of 2 trajectories taken up, 1 not started" in first.stderr.replace("\n", " ")
+        assert f"{spent:,} tokens spent" in first.stdout  # counted by the driver from the actor's events
+        assert [(r.run_id, r.status) for r in RunIndex(db).list()] == [("w-cafe-s0", "finished")]
+        before = RunIndex(db).get("w-cafe-s0")
+        asked_first = [r for r in server.requests if r.model == "scripted-coder"]
+        assert len(asked_first) == before.steps
+
+        # The same command with room for the rest starts the second and asks nothing of the first again.
+        seen = len(server.requests)
+        second = subprocess.run(
+            [*command, "--budget-tokens", str(10 * spent)], env=env, capture_output=True, text=True, timeout=400
+        )
+        assert second.returncode == 0, second.stdout + second.stderr
+        asked_again = [r for r in server.requests[seen:] if r.model == "scripted-coder"]
+    runs = {r.run_id: r for r in RunIndex(db).list()}
+    assert sorted(runs) == ["w-cafe-s0", "w-cafe-s1"] and all(r.status == "finished" for r in runs.values())
+    assert runs["w-cafe-s0"].steps == before.steps and runs["w-cafe-s0"].tokens == before.tokens
+    assert len(asked_again) == runs["w-cafe-s1"].steps  # only the new trajectory's coder steps
+    assert "1 finished now, 1 finished before" in second.stdout

@@ -133,8 +133,6 @@ def rollout(
         token_ids=token_ids,
     )
     spending = whole_budget(budget_usd, budget_tokens, context)
-    if spending is not None and ray is not None:
-        fail("--budget-usd / --budget-tokens are not supported with --ray")
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
@@ -160,7 +158,13 @@ def rollout(
                 from webgen_agent.apps.cluster.rollout import run_rollout_on_ray
 
                 work = run_rollout_on_ray(
-                    specs, context=context, db=database, out_dir=out_dir, settings=cluster, listener=view
+                    specs,
+                    context=context,
+                    db=database,
+                    out_dir=out_dir,
+                    settings=cluster,
+                    listener=view,
+                    spending=spending,
                 )
             outcomes = asyncio.run(work)
     except ConfigError as exc:

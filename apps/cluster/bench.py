@@ -26,6 +26,7 @@ from webgen_agent.apps.cluster.driver import GIVEN_UP, RayPool
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.costs import Spending
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
 
@@ -54,6 +55,10 @@ def _notify(message: str) -> None:
     emit({"kind": "notify", "message": message})
 
 
+def _send_event(event: dict[str, Any]) -> None:
+    emit({"kind": "event", "event": event})
+
+
 def _send_result(result: CaseResult | SiteResult) -> None:
     emit({"kind": "case" if isinstance(result, CaseResult) else "site", "result": result.model_dump(mode="json")})
 
@@ -71,7 +76,15 @@ class BenchWork:
     def generator(self) -> Generator:
         assert self.setup.context is not None, "generation jobs need the agent's context"
         out_dir, database = Path(self.setup.out_dir), self.resources.database
-        return Generator(self.setup.context, out_dir, db_path=database, name=self.setup.name, workers=1, notify=_notify)
+        return Generator(
+            self.setup.context,
+            out_dir,
+            db_path=database,
+            name=self.setup.name,
+            workers=1,
+            notify=_notify,
+            on_progress=_send_event,  # the driver counts them against the benchmark's budget
+        )
 
     def evaluator(self) -> Evaluator:
         if self._evaluator is None:
@@ -104,19 +117,32 @@ class BenchWork:
 class BenchOnRay:
     """The driver's side: sends records to the pool, writes what comes back."""
 
-    def __init__(self, pool: RayPool, *, name: str, notify: Notify) -> None:
+    def __init__(self, pool: RayPool, *, name: str, notify: Notify, spending: Spending | None = None) -> None:
         self.pool = pool
         self.name = name
         self.notify = notify
+        self.spending = spending
 
     def _on_notify(self, item: Item) -> None:
         if item["kind"] == "notify":
             self.notify(item["message"])
 
-    async def generate(self, record: BenchRecord) -> GenerationRecord:
+    def _on_generation_item(self, item: Item) -> None:
+        if item["kind"] == "event":
+            if self.spending is not None:
+                self.spending.add(item["event"])
+        else:
+            self._on_notify(item)
+
+    async def generate(self, record: BenchRecord) -> GenerationRecord | None:
+        """One record's generation on an actor; None when the budget was spent before its turn."""
         job = BenchJob(kind="generate", record=record.model_dump(mode="json", by_alias=True)).model_dump_json()
         run_id = bench_run_id(self.name, record.id)
-        done, value = await self.pool.run(lambda: job, on_item=self._on_notify, run_id=run_id)
+        may_start = self.spending.has_room if self.spending is not None else None
+        ran = await self.pool.run(lambda: job, on_item=self._on_generation_item, run_id=run_id, may_start=may_start)
+        if ran is None:
+            return None
+        done, value = ran
         if done:
             return GenerationRecord.model_validate(value)
         return GenerationRecord(record_id=record.id, run_id=run_id, status="failed", error=GIVEN_UP)
@@ -143,8 +169,8 @@ class BenchOnRay:
                 else:
                     self._on_notify(item)
 
-            done, _ = await self.pool.run(job, on_item=on_item)
-            if not done:
+            ran = await self.pool.run(job, on_item=on_item)
+            if ran is None or not ran[0]:
                 self.notify(f"{record.id}: evaluation not finished - {GIVEN_UP}")
 
         return evaluate
@@ -157,9 +183,11 @@ async def bench_on_ray(
     setup: BenchSetup,
     db: Database,
     notify: Notify,
+    spending: Spending | None = None,
 ) -> AsyncIterator[BenchOnRay]:
-    """Start the actors of one benchmark invocation (closed, with their servers, at the end)."""
+    """Start the actors of one benchmark invocation (closed, with their servers, at the end);
+    ``spending``: the benchmark's budget, counted here from the events the actors send."""
     work = functools.partial(BenchWork, setup.model_dump_json(), settings.runs_per_actor)
     chromium = setup.context.chromium if setup.context else setup.eval_settings.chromium
     async with RayPool(settings, work=work, db=db, chromium=chromium) as pool:
-        yield BenchOnRay(pool, name=setup.name, notify=notify)
+        yield BenchOnRay(pool, name=setup.name, notify=notify, spending=spending)

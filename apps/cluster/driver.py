@@ -135,14 +135,24 @@ class RayPool:
         return _Actor(handle=handle, where=await handle.where.remote())
 
     async def run(
-        self, job: Callable[[], str], *, on_item: Callable[[Item], None], run_id: str | None = None
-    ) -> tuple[bool, Any]:
+        self,
+        job: Callable[[], str],
+        *,
+        on_item: Callable[[Item], None],
+        run_id: str | None = None,
+        may_start: Callable[[], bool] | None = None,
+    ) -> tuple[bool, Any] | None:
         """Run one job on a free slot: ``(True, result)``, or ``(False, None)`` when its actors died
         ``MAX_ATTEMPTS`` times. ``job`` builds the job when it is sent (again after a death, so it
-        can say what earlier attempts recorded); ``run_id``: the agent run it drives, if any."""
+        can say what earlier attempts recorded); ``run_id``: the agent run it drives, if any.
+        ``may_start`` is asked once a slot is free, as an in-process worker asks before taking the
+        next job (a command's budget): when it says no, nothing is sent and the answer is None.
+        A job sent again after its actor died was taken up already and is not asked about."""
         await self.start()
         actor = await self._slots.get()
         try:
+            if may_start is not None and not may_start():
+                return None
             for _ in range(MAX_ATTEMPTS):
                 generation = actor.generation
                 done, value = await self._drive(actor, job(), on_item, run_id)

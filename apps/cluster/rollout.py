@@ -13,6 +13,7 @@ from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.apps.rollout.service import RolloutListener, TrajectoryDriver, TrajectoryOutcome, TrajectorySpec
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.costs import Spending
 from webgen_agent.nodes.resources import Resources
 
 
@@ -52,12 +53,20 @@ def rollout_pool(
 
 
 async def rollout_on_pool(
-    pool: RayPool, specs: list[TrajectorySpec], *, listener: RolloutListener | None = None
+    pool: RayPool,
+    specs: list[TrajectorySpec],
+    *,
+    listener: RolloutListener | None = None,
+    spending: Spending | None = None,
 ) -> list[TrajectoryOutcome]:
-    """``run_rollout`` on a started pool: the same outcomes, in plan order, and the same listener calls."""
+    """``run_rollout`` on a started pool: the same outcomes, in plan order, and the same listener
+    calls. With ``spending``, counted here from the events the actors send, no trajectory is sent
+    once it is spent (those in flight finish); the ones never started have no outcome."""
 
-    async def one(spec: TrajectorySpec) -> TrajectoryOutcome:
+    async def one(spec: TrajectorySpec) -> TrajectoryOutcome | None:
         def on_item(item: Item) -> None:
+            if item["kind"] == "event" and spending is not None:
+                spending.add(item["event"])
             if listener is None:
                 return
             if item["kind"] == "started":
@@ -65,7 +74,11 @@ async def rollout_on_pool(
             elif item["kind"] == "event":
                 listener.event(spec, item["event"])
 
-        done, value = await pool.run(spec.model_dump_json, on_item=on_item, run_id=spec.run_id)
+        may_start = spending.has_room if spending is not None else None
+        ran = await pool.run(spec.model_dump_json, on_item=on_item, run_id=spec.run_id, may_start=may_start)
+        if ran is None:
+            return None
+        done, value = ran
         if done:
             outcome = TrajectoryOutcome.model_validate(value)
         else:
@@ -74,7 +87,7 @@ async def rollout_on_pool(
             listener.ended(outcome)
         return outcome
 
-    return list(await asyncio.gather(*(one(spec) for spec in specs)))
+    return [outcome for outcome in await asyncio.gather(*(one(spec) for spec in specs)) if outcome is not None]
 
 
 async def run_rollout_on_ray(
@@ -85,7 +98,8 @@ async def run_rollout_on_ray(
     out_dir: str | Path,
     settings: RaySettings,
     listener: RolloutListener | None = None,
+    spending: Spending | None = None,
 ) -> list[TrajectoryOutcome]:
     """``run_rollout`` on Ray actors (started for this call and closed at its end)."""
     async with rollout_pool(settings, context=context, db=db, out_dir=out_dir) as pool:
-        return await rollout_on_pool(pool, specs, listener=listener)
+        return await rollout_on_pool(pool, specs, listener=listener, spending=spending)

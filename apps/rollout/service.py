@@ -254,7 +254,7 @@ async def run_rollout(
 
     async def worker() -> None:
         while not queue.empty():
-            if spending is not None and spending.reached():
+            if spending is not None and not spending.has_room():
                 return  # the rollout's budget is spent: start nothing more
             position = queue.get_nowait()
             outcomes[position] = await driver.run_one(specs[position])
