@@ -379,3 +379,35 @@ def test_rollout_on_ray_keeps_a_whole_budget_and_a_rerun_continues(tmp_path, chr
     assert runs["w-cafe-s0"].steps == before.steps and runs["w-cafe-s0"].tokens == before.tokens
     assert len(asked_again) == runs["w-cafe-s1"].steps  # only the new trajectory's coder steps
     assert "1 finished now, 1 finished before" in second.stdout
+
+
+@pytest.mark.e2e
+async def test_bench_generation_on_ray_keeps_a_whole_budget(tmp_path, chromium_path, ray_address):
+    from tests.test_costs import REQUIREMENT, charged, priced_context, tokens_of
+    from webgen_agent.apps.bench.config import EvalSettings
+    from webgen_agent.apps.bench.service import Generator
+    from webgen_agent.apps.cluster.bench import BenchSetup, bench_on_ray
+    from webgen_agent.core.costs import Budget, Spending
+    from webgen_agent.tools.webgen_bench import load_records
+
+    data = tmp_path / "records.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "instruction": REQUIREMENT}) + "\n" for i in ("one", "two")))
+    out, db, said = tmp_path / "bench", Database.of(tmp_path / "webgen.db"), []
+    with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+        context = priced_context(server.base_url, chromium=chromium_path)
+        spending = Spending(Budget(budget_usd=0.001))
+        generator = Generator(context, out, db_path=db, name="b", workers=1, notify=said.append, spending=spending)
+        judge = context.vlm  # evaluation is not run here; its settings only travel with the setup
+        evaluation = EvalSettings(agent=judge, appearance=judge, feedback=context.feedback, chromium=chromium_path)
+        setup = BenchSetup(out_dir=str(out), name="b", eval_settings=evaluation, context=context)
+        cluster = RaySettings(address=ray_address, actors=1, runs_per_actor=1, cpus_per_run=0.5)
+        async with bench_on_ray(cluster, setup=setup, db=db, notify=said.append, spending=spending) as remote:
+            generated = await generator.generate(load_records(data), remote=remote.generate)
+        answered = server.requests
+    # The actor's run events reached the driver's count: the second record was never sent.
+    assert list(generated) == ["one"] and generated["one"].status == "finished"
+    assert generator.not_started == ["two"]
+    assert [(r.run_id, r.pid != os.getpid()) for r in RunIndex(db).list()] == [("bench-b-one", True)]  # on the actor
+    assert spending.usd == pytest.approx(charged(answered)) and spending.tokens == tokens_of(answered)
+    assert "two: not started, the benchmark's budget is spent" in said
+    assert said[-1].startswith("budget spent ($") and "1 of 2 instruction(s) generated, 1 not started" in said[-1]
