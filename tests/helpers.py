@@ -22,6 +22,20 @@ from webgen_agent.checkpoints.store import iter_project_files
 T = TypeVar("T")
 
 
+def scripted_models(base_url: str) -> list[str]:
+    """CLI flags sending the three model roles to the scripted server's usual model names."""
+    return [
+        "--base-url",
+        str(base_url),
+        "--coder-model",
+        "scripted-coder",
+        "--vlm-model",
+        "scripted-vlm",
+        "--feedback-model",
+        "scripted-feedback",
+    ]
+
+
 async def eventually(
     check: Callable[[], T], *, timeout_s: float, what: str, off_loop: bool = True, interval_s: float = 0.02
 ) -> T:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import scripted_models
 from tests.postgres import fresh_db
 from webgen_agent.apps.bench.evaluate import parse_answer
 from webgen_agent.apps.bench.results import JsonlStore
@@ -197,14 +198,7 @@ def bench_args(base_url: str, data: Path, out: Path, *extra: str) -> list[str]:
         str(out),
         "--workers",
         "2",
-        "--base-url",
-        base_url,
-        "--coder-model",
-        "scripted-coder",
-        "--vlm-model",
-        "scripted-vlm",
-        "--feedback-model",
-        "scripted-feedback",
+        *scripted_models(base_url),
         "--max-steps",
         "2",
         "--eval-vlm-model",

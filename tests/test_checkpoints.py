@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
 from tests.postgres import fresh_db
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -130,14 +130,7 @@ async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, 
 def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path, db_target):
     db = db_target
     flags = [
-        "--base-url",
-        backtrack_server.base_url,
-        "--coder-model",
-        "scripted-coder",
-        "--vlm-model",
-        "scripted-vlm",
-        "--feedback-model",
-        "scripted-feedback",
+        *scripted_models(backtrack_server.base_url),
         "--db",
         str(db),
     ]
@@ -187,14 +180,7 @@ def test_ctrl_c_stops_the_run_and_its_servers(tmp_path, backtrack_server, chromi
             "c",
             "--out",
             str(tmp_path / "out"),
-            "--base-url",
-            backtrack_server.base_url,
-            "--coder-model",
-            "scripted-coder",
-            "--vlm-model",
-            "scripted-vlm",
-            "--feedback-model",
-            "scripted-feedback",
+            *scripted_models(backtrack_server.base_url),
             "--db",
             str(db),
         ],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import scripted_models
 from webgen_agent.apps.bench.service import Generator
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import TrajectoryDriver, TrajectorySpec
@@ -53,14 +54,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def model_flags(base_url: str, db: Path) -> list[str]:
     return [
-        "--base-url",
-        base_url,
-        "--coder-model",
-        "scripted-coder",
-        "--vlm-model",
-        "scripted-vlm",
-        "--feedback-model",
-        "scripted-feedback",
+        *scripted_models(base_url),
         "--db",
         str(db),
     ]

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
 from webgen_agent.apps.cluster.settings import RaySettings, check_store_reaches_nodes
 from webgen_agent.apps.demo import scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -156,14 +156,7 @@ def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chro
     ]
     with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
         command += [
-            "--base-url",
-            server.base_url,
-            "--coder-model",
-            "scripted-coder",
-            "--vlm-model",
-            "scripted-vlm",
-            "--feedback-model",
-            "scripted-feedback",
+            *scripted_models(server.base_url),
         ]
         log = (tmp_path / "rollout.log").open("w")
         proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)

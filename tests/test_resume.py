@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import group_alive, kill_when, owned_groups, site_files, start, still_running
+from tests.helpers import group_alive, kill_when, owned_groups, scripted_models, site_files, start, still_running
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -29,14 +29,7 @@ def test_killed_twice_and_resumed_ends_like_an_uninterrupted_run(tmp_path, demo_
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path}
     with ScriptedServer(Scenario.load(scenario_path("demo"))) as server:
         flags = [
-            "--base-url",
-            server.base_url,
-            "--coder-model",
-            "scripted-coder",
-            "--vlm-model",
-            "scripted-vlm",
-            "--feedback-model",
-            "scripted-feedback",
+            *scripted_models(server.base_url),
             "--db",
             str(db),
         ]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import scripted_models
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -31,14 +32,7 @@ def _cli(server: ScriptedServer, db: Path, *args: str) -> list[str]:
         "-m",
         "webgen_agent",
         *args,
-        "--base-url",
-        server.base_url,
-        "--coder-model",
-        "scripted-coder",
-        "--vlm-model",
-        "scripted-vlm",
-        "--feedback-model",
-        "scripted-feedback",
+        *scripted_models(server.base_url),
         "--db",
         str(db),
     ]

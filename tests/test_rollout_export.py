@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
 from tests.postgres import fresh_db
 from webgen_agent.apps.cli.export import _split
 from webgen_agent.apps.demo import scenario_path, scripted_context
@@ -102,14 +102,7 @@ def rollout_command(base: Path, db: str, base_url: str) -> list[str]:
         str(base / "runs"),
         "--db",
         db,
-        "--base-url",
-        base_url,
-        "--coder-model",
-        "scripted-coder",
-        "--vlm-model",
-        "scripted-vlm",
-        "--feedback-model",
-        "scripted-feedback",
+        *scripted_models(base_url),
     ]
 
 

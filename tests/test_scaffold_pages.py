@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import scripted_models
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -198,14 +199,7 @@ def cascade(tmp_path_factory, chromium_path):
                 str(base / "runs"),
                 "--db",
                 str(db),
-                "--base-url",
-                server.base_url,
-                "--coder-model",
-                "scripted-coder",
-                "--vlm-model",
-                "scripted-vlm",
-                "--feedback-model",
-                "scripted-feedback",
+                *scripted_models(server.base_url),
             ],
             env=env,
             capture_output=True,

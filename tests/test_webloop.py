@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import scripted_models
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -87,14 +88,7 @@ def story(tmp_path_factory, chromium_path) -> Story:
             str(base / "runs"),
             "--db",
             str(db),
-            "--base-url",
-            server.base_url,
-            "--coder-model",
-            "scripted-coder",
-            "--vlm-model",
-            "scripted-vlm",
-            "--feedback-model",
-            "scripted-feedback",
+            *scripted_models(server.base_url),
             env=env,
         )
         requests = list(server.requests)
