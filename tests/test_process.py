@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -242,3 +243,44 @@ async def test_kill_all_kills_this_process_groups(tmp_path: Path) -> None:
     for proc in procs:
         assert await proc.wait(5) == -signal.SIGKILL
     assert registry.entries() == []
+
+
+def test_an_agent_killed_before_it_recorded_a_group_leaves_nothing_running(tmp_path: Path) -> None:
+    """The command must not run until the registry holds its group: were the agent killed in between,
+    neither its watchdog nor a later reap would know of it. The registry's lock is held here so that
+    the agent is killed with its child forked and the record not yet written."""
+    import fcntl
+
+    registry_path = tmp_path / "registry.jsonl"
+    ran = tmp_path / "ran.pid"
+    command = f"import os, time; open({str(ran)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
+        ManagedProcess.start([sys.executable, "-c", {command!r}], cwd=Path({str(tmp_path)!r}),
+                             log_path=Path({str(tmp_path / "cmd.log")!r}), registry=ProcessRegistry({str(registry_path)!r}))
+        """
+    )
+    with open(registry_path, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the agent's registry.add waits for it
+        agent = subprocess.Popen([sys.executable, "-c", script])
+        deadline = time.monotonic() + 30
+        while not psutil.Process(agent.pid).children():  # forked, waiting on the lock
+            assert agent.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        child = psutil.Process(agent.pid).children()[0]
+        time.sleep(0.5)  # ample time for a command already running to write its pid
+        agent.kill()
+        agent.wait()
+    try:
+        assert not ran.exists(), "the command ran before its group was recorded"
+        child.wait(timeout=10)  # the gate saw its agent gone and exited without starting anything
+    finally:
+        if ran.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(ran.read_text()), signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    assert registry_path.read_text() == ""

@@ -16,8 +16,9 @@ import httpx
 import psutil
 import pytest
 
+from tests.helpers import eventually
 from webgen_agent.core.context import SandboxSettings
-from webgen_agent.tools.process import run_command
+from webgen_agent.tools.process import ManagedProcess, ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import (
     Confinement,
     SandboxUnavailable,
@@ -259,3 +260,33 @@ async def test_a_kept_dev_server_that_fills_the_workspace_is_stopped_at_the_next
         assert runner.server is None and not server.alive
     finally:
         await runner.stop()
+
+
+async def test_every_process_of_a_sandbox_is_in_the_group_the_registry_records(tmp_path):
+    """The watchdog and reaps kill recorded groups; bwrap arms the sandbox's parent-death signal only
+    after its set-up, so a sandbox in a session of its own would outlive an agent killed during it."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    marker = f"webgen-group-{uuid.uuid4().hex[:8]}"
+    registry = ProcessRegistry(tmp_path / "registry.jsonl")
+    proc = ManagedProcess.start(
+        ["bash", "-c", f"exec -a {marker} sleep 300"],
+        cwd=workspace,
+        log_path=tmp_path / "cmd.log",
+        registry=registry,
+        sandbox=Confinement(workspace=workspace, settings=SandboxSettings()),
+    )
+    try:
+
+        def sandbox_tree() -> list[psutil.Process]:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            return tree if any(marker in " ".join(p.cmdline()) for p in tree) else []
+
+        tree = await eventually(sandbox_tree, timeout_s=20, what="the sandboxed command starting")
+        assert len(tree) >= 2  # bwrap's process inside the namespaces, the command
+        assert {os.getpgid(p.pid) for p in tree} == {proc.pgid}
+        assert registry.kill_all() == [proc.pgid]  # what the watchdog does for a dead agent
+        gone, alive = psutil.wait_procs(tree, timeout=10)
+        assert not alive
+    finally:
+        proc.kill_now()

@@ -324,6 +324,10 @@ class ProcessRegistry:
 
 
 _WATCHDOGS: dict[tuple[int, str], int] = {}
+# The start gate of a recorded process: a shell (same pid, same group) that waits on stdin for the
+# line written once the registry holds its group, then execs the command with stdin from /dev/null.
+# End-of-file instead (the agent died first) makes it exit without starting anything.
+_GATE = ["/bin/sh", "-c", 'read -r _ || exit 111; exec "$@" </dev/null', "webgen-start-gate"]
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="webgen-spawn")
 _WATCHDOGS_LOCK = threading.Lock()
 
@@ -363,7 +367,8 @@ class ManagedProcess:
         """Start ``argv`` now (synchronous: Popen does not block). ``env`` defaults to ``scrubbed_env()``.
 
         With ``sandbox`` the command runs confined (``tools.sandbox``): under bwrap, with the
-        sandbox's limits and, where one can be made, in a pids cgroup of its own.
+        sandbox's limits and, where one can be made, in a pids cgroup of its own. With ``registry``
+        the command is exec'd only once the registry holds its group (``_GATE``).
         """
         cwd = Path(cwd)
         if not cwd.is_dir():
@@ -377,31 +382,49 @@ class ManagedProcess:
             cgroup = PidsCgroup.create(sandbox.settings.max_pids)
             if cgroup is not None:
                 command = cgroup.enter(command)
+        gate = None
+        if registry is not None:
+            # Nothing may run before its group is recorded: were the agent killed in between, neither
+            # the watchdog nor a later reap would know of it (and bwrap arms its parent-death signal
+            # only some way into its set-up, too late when its parent is already gone).
+            command = [*_GATE, *command]
+            gate = os.pipe()  # not inheritable: only this child gets the read end, as its stdin
         try:
-            popen = cls._popen_logged(command, cwd, log_path, env)
+            popen = cls._popen_logged(command, cwd, log_path, env, stdin=gate[0] if gate else subprocess.DEVNULL)
         except BaseException:
+            if gate is not None:
+                os.close(gate[1])
             if cgroup is not None:
                 cgroup.remove()
             raise
-        if registry is not None:
+        finally:
+            if gate is not None:
+                os.close(gate[0])
+        if registry is not None and gate is not None:
             try:
                 registry.add(popen.pid, list(argv))
+                with contextlib.suppress(BrokenPipeError):
+                    os.write(gate[1], b"\n")  # recorded: let the command start
             except BaseException:  # an unrecorded group could not be reaped later: do not keep it
                 _signal_group(popen.pid, signal.SIGKILL)
                 popen.wait()
                 if cgroup is not None:
                     cgroup.remove()
                 raise
+            finally:
+                os.close(gate[1])
         return cls(popen, list(argv), log_path, registry, cgroup)
 
     @staticmethod
-    def _popen_logged(argv: list[str], cwd: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
+    def _popen_logged(
+        argv: list[str], cwd: Path, log_path: Path, env: dict[str, str], *, stdin: int
+    ) -> subprocess.Popen:
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

@@ -129,7 +129,12 @@ def _namespace_args() -> list[str]:
         "--hostname",
         "sandbox",
         "--die-with-parent",
-        "--new-session",
+        # No --new-session: the sandbox stays in the process group the agent recorded, so the
+        # group's kill (a stop, the watchdog, a reap) reaches every process of it. bwrap arms the
+        # parent-death signal of the sandbox's first process only after its set-up; an outer bwrap
+        # killed before then would leave it running, reparented to init, in a session of its own.
+        # It is still cut off from any terminal: the agent starts it in a new session, with stdin
+        # from /dev/null and output to a file.
         "--cap-drop",
         "ALL",
     ]
