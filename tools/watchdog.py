@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from webgen_agent.tools.process import ProcessRegistry
+from webgen_agent.tools.registry import ProcessRegistry
 
 
 def main(argv: list[str]) -> int:
