@@ -263,7 +263,7 @@ def test_an_agent_killed_before_it_recorded_a_group_leaves_nothing_running(tmp_p
                              log_path=Path({str(tmp_path / "cmd.log")!r}), registry=ProcessRegistry({str(registry_path)!r}))
         """
     )
-    with open(registry_path, "a+") as lock:
+    with open(ProcessRegistry(registry_path).lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the agent's registry.add waits for it
         agent = subprocess.Popen([sys.executable, "-c", script])
         deadline = time.monotonic() + 30
@@ -283,4 +283,26 @@ def test_an_agent_killed_before_it_recorded_a_group_leaves_nothing_running(tmp_p
                 os.kill(int(ran.read_text()), signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
             child.kill()
-    assert registry_path.read_text() == ""
+    assert ProcessRegistry(registry_path).entries() == []
+
+
+def test_the_registry_file_always_holds_every_live_entry_while_another_agent_writes(tmp_path: Path) -> None:
+    """What a reader sees without the lock is what an agent killed at that moment would leave behind:
+    an agent killed while rewriting the file must not wipe the entries of the others."""
+    path = tmp_path / "registry.jsonl"
+    ProcessRegistry(path).add(os.getpid(), ["kept"])
+    churn = f"""
+from webgen_agent.tools.registry import ProcessRegistry
+registry = ProcessRegistry({str(path)!r})
+for pid in range(1000, 1300):
+    registry.add(pid, ["churn"])
+    registry.remove(pid)
+"""
+    writer = subprocess.Popen([sys.executable, "-c", churn])
+    reads, missing = 0, 0
+    while writer.poll() is None:
+        reads += 1
+        missing += '"kept"' not in path.read_text()
+    assert writer.returncode == 0
+    assert reads and missing == 0, f"{missing} of {reads} reads found the registry without the kept entry"
+    assert [e.argv for e in ProcessRegistry(path).entries()] == [["kept"]]

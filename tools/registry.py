@@ -84,24 +84,36 @@ class ProcessRegistry:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
+    @property
+    def lock_path(self) -> Path:
+        """The file whose lock every reader and writer of the registry holds."""
+        return self.path.with_name(self.path.name + ".lock")
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[RegistryEntry]]:
-        """Yield the entries under an exclusive lock; the (possibly mutated) list is written back."""
+        """Yield the entries under an exclusive lock; the (possibly mutated) list is written back.
+
+        A new version is written beside the file and renamed over it: an agent killed while it
+        writes (kill -9 lands anywhere) leaves the old list or the new one, never a truncated file
+        that would hide every other agent's groups from their watchdogs and reaps.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+", encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            handle.seek(0)
+        with open(self.lock_path, "a", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                text = self.path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                text = ""
             entries: list[RegistryEntry] = []
-            for line in handle.read().splitlines():
+            for line in text.splitlines():
                 with contextlib.suppress(ValueError):
                     entries.append(RegistryEntry.model_validate_json(line))
             before = list(entries)
             yield entries
             if entries != before:
-                handle.seek(0)
-                handle.truncate()
-                handle.write("".join(entry.model_dump_json() + "\n" for entry in entries))
-                handle.flush()
+                fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+                fresh.write_text("".join(entry.model_dump_json() + "\n" for entry in entries), encoding="utf-8")
+                os.replace(fresh, self.path)
 
     def entries(self) -> list[RegistryEntry]:
         with self._locked() as entries:
