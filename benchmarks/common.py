@@ -15,9 +15,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import psutil
 
@@ -212,8 +213,8 @@ def print_header(title: str) -> None:
     print(f"\n== {title} ==", flush=True)
 
 
-def run_main(main: Callable[[], Awaitable[dict[str, float]]]) -> None:
+def run_main(main: Callable[[], Coroutine[Any, Any, dict[str, float]]]) -> None:
     """Run a benchmark's ``main``; with ``--figures FILE`` also write its figures there as JSON."""
-    figures = asyncio.run(main())
+    figures: dict[str, float] = asyncio.run(main())
     if "--figures" in sys.argv:
         Path(sys.argv[sys.argv.index("--figures") + 1]).write_text(json.dumps(figures))

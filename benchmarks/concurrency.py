@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -89,7 +90,7 @@ async def rounds(scenario: Scenario, *, tag: str, memory: TreeMemory | None = No
                 # Untimed: fills the dependency cache (npm runs once) and starts the shared Chromium.
                 await batch(1, tag="warm", base=base, db=db, server_url=server.base_url)
                 for rep in range(REPEATS):
-                    figures: dict[str, float] = {}
+                    figures: dict[str, Any] = {}
                     for size, name in ((1, "single"), (CONCURRENT, "multi")):
                         if memory is not None:
                             memory.window()

@@ -13,12 +13,11 @@ prompt from the blob store, compute rewards and advantages, write the file.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
@@ -88,18 +87,6 @@ def step_record(
     }
 
 
-@contextlib.contextmanager
-def transaction(store: BlobStore) -> Iterator[None]:
-    """One commit for a run's blobs instead of one per blob (synthesis speed only)."""
-    store.db.conn.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        store.db.conn.execute("ROLLBACK")
-        raise
-    store.db.conn.execute("COMMIT")
-
-
 async def synthesise(db: Path) -> int:
     """Write GROUPS x SAMPLES finished runs of STEPS steps; the number of steps written."""
     store = BlobStore(db)
@@ -111,20 +98,19 @@ async def synthesise(db: Path) -> int:
             requirement = f"Instruction {group}: a website with a searchable list, a form and a summary panel. " * 3
             for sample in range(SAMPLES):
                 run_id = f"g{group:03d}-s{sample}"
-                with transaction(store):
+                conversation = [
+                    {"role": "system", "hash": system},
+                    {"role": "user", "hash": store.put_text(requirement)},
+                ]
+                steps = []
+                for step in range(STEPS):
+                    record = step_record(store, conversation, group, sample, step)
+                    steps.append(record)
                     conversation = [
-                        {"role": "system", "hash": system},
-                        {"role": "user", "hash": store.put_text(requirement)},
+                        *conversation,
+                        {"role": "assistant", "hash": record["completion"]},
+                        {"role": "user", "hash": store.put_text(feedback(group, sample, step))},
                     ]
-                    steps = []
-                    for step in range(STEPS):
-                        record = step_record(store, conversation, group, sample, step)
-                        steps.append(record)
-                        conversation = [
-                            *conversation,
-                            {"role": "assistant", "hash": record["completion"]},
-                            {"role": "user", "hash": store.put_text(feedback(group, sample, step))},
-                        ]
                 values = {
                     "requirement": requirement,
                     "run_id": run_id,
@@ -140,7 +126,7 @@ async def synthesise(db: Path) -> int:
                 checkpoint = empty_checkpoint()
                 checkpoint["channel_values"] = values
                 checkpoint["channel_versions"] = {name: 1 for name in values}
-                config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+                config: RunnableConfig = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
                 await saver.aput(config, checkpoint, {"source": "loop", "step": STEPS, "parents": {}}, {})
                 runs.start(
                     RunRecord(run_id=run_id, group_id=f"g{group:03d}", requirement=requirement, out_dir="/dev/null")

@@ -44,7 +44,7 @@ class ModelClock:
         original = scripted_server.ScriptedModel.chat_completions
         clock = self
 
-        async def timed(model, request):  # type: ignore[no-untyped-def]
+        async def timed(model, request):
             started = time.monotonic()
             try:
                 return await original(model, request)

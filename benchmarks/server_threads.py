@@ -59,7 +59,7 @@ async def three_threads(jobs: int, base: Path, model_url: str) -> tuple[float, f
 
         waits = await asyncio.gather(*(play(t) for t in threads))
         wall = time.monotonic() - started
-        statuses = [(await client.threads.get_state(t))["values"].get("status", "?") for t in threads]
+        statuses = [_status((await client.threads.get_state(t))["values"]) for t in threads]
     return wall, max(waits), statuses
 
 
@@ -90,3 +90,8 @@ async def main() -> dict[str, float]:
 
 if __name__ == "__main__":
     run_main(main)
+
+
+def _status(values: object) -> str:
+    """The run status in a thread's values (a dict for this graph's state)."""
+    return str(values.get("status", "?")) if isinstance(values, dict) else "?"

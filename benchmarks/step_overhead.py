@@ -185,7 +185,10 @@ async def _printed_url(server: asyncio.subprocess.Process) -> str:
 
 
 def heading_of(files: dict[str, str]) -> str:
-    return re.search(r"Todos, version \d+", files["src/App.jsx"]).group(0)
+    match = re.search(r"Todos, version \d+", files["src/App.jsx"])
+    if match is None:
+        raise SystemExit("the scripted app has no 'Todos, version N' heading")
+    return match.group(0)
 
 
 # ---- report ------------------------------------------------------------------------------------

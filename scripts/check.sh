@@ -14,5 +14,5 @@ trap 'rm -rf "$layout"' EXIT
 mkdir "$layout/webgen_agent"
 for entry in webgen_agent/*.py; do ln -s "$root/$entry" "$layout/webgen_agent/$(basename "$entry")"; done
 for folder in core tools checkpoints nodes graph apps; do ln -s "$root/$folder" "$layout/webgen_agent/$folder"; done
-MYPYPATH="$layout" "$PY/mypy" -p webgen_agent
+MYPYPATH="$layout" "$PY/mypy" -p webgen_agent -p benchmarks
 (cd "$layout" && PYTHONPATH="$layout" "$PY/lint-imports" "$root/pyproject.toml")
