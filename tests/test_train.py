@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from tests.tiny_lm import tiny_causal_lm
 from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.train.chat import split_rendering
-from webgen_agent.apps.train.data import read_records
+from webgen_agent.apps.train.data import TrainRecord, read_records
 from webgen_agent.apps.train.encode import encode
 from webgen_agent.apps.train.loss import completion_logprobs
 from webgen_agent.checkpoints.export import export_trajectories
@@ -170,19 +170,29 @@ def sampled_steps_file(base: Path, model_dir: Path) -> Path:
     return out
 
 
-def mean_logprobs(model_path: Path, data: Path) -> tuple[float, float]:
-    """Mean completion-token logprob of the positive-advantage records and of the negative ones."""
+def completion_means(model_path: Path, data: Path) -> list[tuple[TrainRecord, float]]:
+    """Each record of ``data`` with its mean completion-token logprob under the saved model."""
     model = AutoModelForCausalLM.from_pretrained(model_path).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    sums: dict[bool, list[float]] = {True: [], False: []}
+    means = []
     for record in read_records(data):
         example = encode(record, tokenizer, 1024)
         assert example is not None
         sequence = torch.tensor([example.input_ids])
         with torch.no_grad():
             logprobs = completion_logprobs(model(input_ids=sequence).logits, sequence)[0, example.start - 1 :]
-        sums[record.advantage > 0].append(float(logprobs.mean()))
-    return sum(sums[True]) / len(sums[True]), sum(sums[False]) / len(sums[False])
+        means.append((record, float(logprobs.mean())))
+    return means
+
+
+def average(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def mean_logprobs(model_path: Path, data: Path) -> tuple[float, float]:
+    """Mean completion-token logprob of the positive-advantage records and of the negative ones."""
+    means = completion_means(model_path, data)
+    return average([m for r, m in means if r.advantage > 0]), average([m for r, m in means if r.advantage <= 0])
 
 
 def run_cli(*args: str) -> Any:
@@ -349,17 +359,10 @@ def webloop_file(path: Path) -> Path:
 
 def praise_minus_blame(model_path: Path, data: Path) -> float:
     """How much likelier the model finds PRAISE than BLAME (mean completion-token logprob)."""
-    model = AutoModelForCausalLM.from_pretrained(model_path).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    means: dict[str, list[float]] = {PRAISE: [], BLAME: []}
-    for record in read_records(data):
-        example = encode(record, tokenizer, 1024)
-        assert example is not None
-        sequence = torch.tensor([example.input_ids])
-        with torch.no_grad():
-            logprobs = completion_logprobs(model(input_ids=sequence).logits, sequence)[0, example.start - 1 :]
-        means[record.completion_content].append(float(logprobs.mean()))
-    return sum(means[PRAISE]) / len(means[PRAISE]) - sum(means[BLAME]) / len(means[BLAME])
+    means = completion_means(model_path, data)
+    return average([m for r, m in means if r.completion_content == PRAISE]) - average(
+        [m for r, m in means if r.completion_content == BLAME]
+    )
 
 
 def test_the_critic_reward_switch_trains_on_d_first_then_on_d_plus_h(base: Path, model_dir: Path) -> None:
