@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ async def replay(
     secret: Path,
     *,
     judge: dict[str, Any] = JUDGE,
-    agent_rules: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    agent_rules: Sequence[dict[str, Any]] = (),
     **context: Any,
 ) -> Replay:
     port = free_port()
