@@ -128,16 +128,19 @@ async def test_cpu_memory_and_file_size_limits_stop_a_runaway_process(tmp_path):
 
 async def test_a_dev_server_cannot_write_into_the_shared_dependency_cache(tmp_path, vite_template):
     workspace = vite_template.make_workspace(tmp_path / "ws")
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
+    installed = await runner.ensure_dependencies()
+    assert installed.cached  # node_modules is the cache's tree, by hardlinks
     package = (workspace / "package.json").read_text()
-    # The dev script first tries to rewrite a cached file (a hardlink shared with every other run).
+    # The dev script (not part of what decides node_modules: no reinstall) first tries to rewrite a
+    # cached file (a hardlink shared with every other run).
     (workspace / "package.json").write_text(
         package.replace('"dev": "vite"', '"dev": "echo pwned >> node_modules/react/index.js; vite"')
     )
-    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=vite_template.deps_cache_dir)
     try:
         result = await runner.ensure_running()
         assert result.ok, result.error
-        assert result.install_cached
+        assert not result.install_ran
         log = runner.server.log_tail(80) if runner.server else ""
         assert "Read-only file system" in log
     finally:
@@ -280,7 +283,8 @@ async def test_every_process_of_a_sandbox_is_in_the_group_the_registry_records(t
 
         def sandbox_tree() -> list[psutil.Process]:
             tree = psutil.Process(proc.pid).children(recursive=True)
-            return tree if any(marker in " ".join(p.cmdline()) for p in tree) else []
+            # bwrap's inner process carries the command line too until it forks the command: wait for both.
+            return tree if len(tree) >= 2 and any(marker in " ".join(p.cmdline()) for p in tree) else []
 
         tree = await eventually(sandbox_tree, timeout_s=20, what="the sandboxed command starting")
         assert len(tree) >= 2  # bwrap's process inside the namespaces, the command

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.tools.registry import ProcessRegistry, group_alive, signal_group
-from webgen_agent.tools.sandbox import Confinement, PidsCgroup
+from webgen_agent.tools.sandbox import Confinement, PidsCgroup, sandbox_env
 
 # -- environment ---------------------------------------------------------------------------------
 
@@ -177,6 +177,9 @@ class ManagedProcess:
         command, cgroup = list(argv), None
         if sandbox is not None:
             command = sandbox.command(command, env)
+            # bwrap itself (PID 1 inside, /proc/1/environ) and the wrappers before it get only the
+            # allow-listed environment too: --clearenv cleans the command's, not bwrap's own.
+            env = sandbox_env(env)
             cgroup = PidsCgroup.create(sandbox.settings.max_pids)
             if cgroup is not None:
                 command = cgroup.enter(command)

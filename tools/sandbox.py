@@ -400,11 +400,51 @@ def own_copies(tree: Path) -> int:
     return copied
 
 
+_DEPENDENCY_FIELDS = ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies")
+# Version specs that fetch from somewhere other than the registry (a folder, a link, git, a URL):
+# what they install is not described by the manifest, so such a tree is never shared.
+_NON_REGISTRY_PREFIXES = ("file:", "link:", "git", "http:", "https:", "github:", "gitlab:", "bitbucket:", ".", "/", "~")
+
+
+def registry_spec(spec: Any) -> bool:
+    """Whether a dependency's version spec names a registry package (a range, a tag, ``npm:alias@range``)."""
+    if not isinstance(spec, str):
+        return False
+    spec = spec.strip()
+    if spec.startswith("npm:"):
+        return True
+    # "user/repo" is npm's GitHub shorthand.
+    return not spec.startswith(_NON_REGISTRY_PREFIXES) and "/" not in spec and "\\" not in spec
+
+
 def cacheable_install(workspace: Path, package: Mapping[str, Any]) -> bool:
-    """Whether an install may be stored in the shared cache: no project install scripts, no .npmrc."""
+    """Whether an install may be stored in (or restored from) the shared cache.
+
+    Only a project whose manifest says everything that runs and lands in node_modules: registry
+    dependencies only (no ``file:``/``link:``/git/URL specs), no workspaces (their manifests and
+    scripts are other files), no bundled dependencies, no install scripts of its own, no .npmrc.
+    """
     raw = package.get("scripts")
     scripts: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
-    return not any(name in scripts for name in _INSTALL_SCRIPTS) and not (workspace / ".npmrc").exists()
+    if any(name in scripts for name in _INSTALL_SCRIPTS) or (workspace / ".npmrc").exists():
+        return False
+    if any(package.get(name) for name in ("workspaces", "bundleDependencies", "bundledDependencies")):
+        return False
+    for field_name in (*_DEPENDENCY_FIELDS, "overrides"):
+        specs = package.get(field_name)
+        if specs is None:
+            continue
+        if not isinstance(specs, dict):
+            return False
+        # overrides may nest objects; every leaf must be a registry spec.
+        stack: list[Any] = list(specs.values())
+        while stack:
+            spec = stack.pop()
+            if isinstance(spec, dict):
+                stack.extend(spec.values())
+            elif not registry_spec(spec):
+                return False
+    return True
 
 
 def workspace_confinement(

@@ -70,6 +70,25 @@ def dependency_key(workspace: Path) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
+def cache_key(workspace: Path) -> str:
+    """sha256 of everything an install reads: the whole package.json, the lockfile, .npmrc, the platform.
+
+    The shared cache is keyed by this, not by ``dependency_key``: two projects share a tree only when
+    nothing that runs or resolves during their install differs (scripts, workspaces, overrides,
+    bundled dependencies included). ``dependency_key`` still decides when a workspace reinstalls.
+    """
+    payload: dict[str, str | None] = {}
+    for name in ("package.json", ".npmrc", *LOCKFILES):
+        path = workspace / name
+        payload[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    payload["platform"] = f"{sys.platform}-{platform.machine()}-{_node_version()}"
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _shareable(workspace: Path) -> bool:
+    return cacheable_install(workspace, read_package_json(workspace))
+
+
 def _has_dependencies(package: dict[str, Any]) -> bool:
     return any(package.get(name) for name in ("dependencies", "devDependencies", "optionalDependencies"))
 
@@ -97,7 +116,10 @@ async def install_dependencies(
     ws = workspace
     await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
     started = time.monotonic()
-    if cache is not None and await asyncio.to_thread(cache.restore, key, ws):
+    if cache is not None and not await asyncio.to_thread(_shareable, ws):
+        cache = None  # what it installs is not described by its manifest: never shared, either way
+    manifest = await asyncio.to_thread(cache_key, ws)
+    if cache is not None and await asyncio.to_thread(cache.restore, manifest, ws):
         _write_marker(ws, [key, dependency_key(ws)])
         return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
 
@@ -129,10 +151,9 @@ async def install_dependencies(
             log_tail=last_lines(result.output_tail),
             seconds=seconds,
         )
-    keys = [key, dependency_key(ws)]  # npm may have written a lockfile: both keys describe this tree
-    _write_marker(ws, keys)
-    if cache is not None and cacheable_install(ws, read_package_json(ws)):
-        await asyncio.to_thread(cache.store, keys, ws)
+    _write_marker(ws, [key, dependency_key(ws)])  # npm may have written a lockfile: both keys describe this tree
+    if cache is not None and await asyncio.to_thread(_shareable, ws):
+        await asyncio.to_thread(cache.store, [manifest, cache_key(ws)], ws)
     return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail))
 
 

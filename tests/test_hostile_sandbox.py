@@ -1,0 +1,127 @@
+"""Attacks on the sandbox from generated code, each closed: what leaked or got out before, and now does not.
+
+- The agent's environment through ``/proc/1/environ``: bwrap is PID 1 inside and used to keep the
+  (deny-list scrubbed) environment it was started with, so names the deny-list did not know
+  (``GITHUB_PAT``, ``DATABASE_URL``) were readable in every phase.
+- Shared dependency cache poisoning: a project with an honest project's dependencies plus
+  ``"workspaces"`` (whose package has a ``postinstall``) got the honest project's cache key, rewrote
+  ``node_modules/react/index.js``, and the next honest install restored that tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.tools.process import run_command
+from webgen_agent.tools.sandbox import Confinement, cacheable_install, sandbox_problem, workspace_confinement
+from webgen_agent.tools.site.deps import DepsCache, cache_key, dependency_key, install_dependencies
+
+pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+
+AGENT_SECRETS = {
+    "GITHUB_PAT": "ghp_webgenHostileCanary0001",
+    "DATABASE_URL": "postgresql://u:pw-canary-0002@db.internal/webgen",
+}
+
+
+async def test_no_process_inside_can_read_the_agents_environment(tmp_path, monkeypatch):
+    for name, value in AGENT_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    # Every environment block visible inside: PID 1 (bwrap), its children, this shell.
+    script = 'for f in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$f" 2>/dev/null; done; env'
+    result = await run_command(
+        ["bash", "-c", script], cwd=workspace, timeout_s=30, sandbox=Confinement(workspace=workspace), tail_lines=400
+    )
+    assert result.ok, result.output_tail
+    assert "PATH=" in result.output_tail  # the blocks were read
+    for value in AGENT_SECRETS.values():
+        assert value not in result.output_tail
+
+
+def _project(root: Path, package: dict) -> Path:
+    root.mkdir(parents=True)
+    (root / "package.json").write_text(json.dumps(package, indent=2))
+    return root
+
+
+HONEST = {"name": "honest", "private": True, "version": "1.0.0", "dependencies": {"react": "^18.3.1"}}
+
+
+@pytest.mark.e2e
+async def test_a_workspace_postinstall_cannot_poison_the_next_honest_install(tmp_path):
+    cache = DepsCache(tmp_path / "deps-cache")
+    settings = SandboxSettings()
+
+    async def install(workspace: Path):
+        return await install_dependencies(
+            workspace,
+            dependency_key(workspace),
+            cache=cache,
+            timeout_s=300,
+            registry=None,
+            log_path=lambda: tmp_path / "logs" / f"{workspace.name}-{os.urandom(4).hex()}.log",
+            sandbox=workspace_confinement(workspace, settings, "install"),
+        )
+
+    attacker = _project(tmp_path / "attacker", {**HONEST, "workspaces": ["evil"]})
+    evil = _project(
+        attacker / "evil", {"name": "evil", "version": "1.0.0", "scripts": {"postinstall": "node plant.js"}}
+    )
+    (evil / "plant.js").write_text(
+        "require('fs').writeFileSync('../node_modules/react/index.js', \"module.exports = 'PWNED';\\n\")\n"
+    )
+    attacker_key = dependency_key(attacker)
+    attack = await install(attacker)
+    assert attack.error is None, attack.error
+    assert "PWNED" in (attacker / "node_modules" / "react" / "index.js").read_text()  # it ran, in its own tree
+    assert not any(cache.root.glob("*/node_modules"))  # and was not kept
+
+    honest = _project(tmp_path / "honest", dict(HONEST))
+    assert dependency_key(honest) == attacker_key  # same dependencies: what the cache was keyed by
+    installed = await install(honest)
+    assert installed.error is None, installed.error
+    assert not installed.cached
+    assert "PWNED" not in (honest / "node_modules" / "react" / "index.js").read_text()
+
+    # The honest tree is shared with the next honest project, and only with it.
+    again = _project(tmp_path / "honest-again", dict(HONEST))
+    reused = await install(again)
+    assert reused.cached and "PWNED" not in (again / "node_modules" / "react" / "index.js").read_text()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"workspaces": ["packages/*"]},
+        {"dependencies": {"react": "file:../react"}},
+        {"dependencies": {"react": "link:../react"}},
+        {"dependencies": {"react": "git+https://example.com/react.git"}},
+        {"dependencies": {"react": "facebook/react"}},
+        {"dependencies": {"react": "https://example.com/react.tgz"}},
+        {"bundleDependencies": ["react"]},
+        {"overrides": {"react": {"loose-envify": "file:./x"}}},
+        {"scripts": {"postinstall": "node x.js"}},
+    ],
+)
+def test_projects_whose_install_the_manifest_does_not_describe_are_never_shared(tmp_path, change):
+    package = {**HONEST, **change}
+    workspace = _project(tmp_path / "p", package)
+    assert cacheable_install(workspace, HONEST)
+    assert not cacheable_install(workspace, package)
+
+
+def test_the_cache_key_covers_the_whole_manifest_and_the_lockfile(tmp_path):
+    workspace = _project(tmp_path / "p", dict(HONEST))
+    base = cache_key(workspace)
+    (workspace / "package.json").write_text(json.dumps({**HONEST, "scripts": {"dev": "vite"}}))
+    with_scripts = cache_key(workspace)
+    (workspace / "package-lock.json").write_text("{}")
+    assert len({base, with_scripts, cache_key(workspace)}) == 3
+    assert cacheable_install(workspace, {**HONEST, "dependencies": {"@scope/pkg": "npm:other@^1", "x": "latest"}})
