@@ -14,6 +14,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+# Every npm install of the suite resolves packages as published before a fixed date. The registry
+# this machine reaches can list a release before the releases it depends on (seen 2026-12-04:
+# @babel/core 7.29.17 asked for @babel/generator ^7.29.17, not there yet, and every install of a
+# Vite + React project failed with ETARGET); a fixed date keeps the suite off the registry's latest
+# hours. npm settings pass into the sandbox, so installs inside it resolve the same way.
+os.environ.setdefault("npm_config_before", "2026-11-20T00:00:00Z")
+
 VITE_TEMPLATE_FILES = {
     "package.json": """{
   "name": "webgen-test-app",
