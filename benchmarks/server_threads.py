@@ -88,10 +88,10 @@ async def main() -> dict[str, float]:
     return figures
 
 
-if __name__ == "__main__":
-    run_main(main)
-
-
 def _status(values: object) -> str:
     """The run status in a thread's values (a dict for this graph's state)."""
     return str(values.get("status", "?")) if isinstance(values, dict) else "?"
+
+
+if __name__ == "__main__":
+    run_main(main)

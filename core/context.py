@@ -24,7 +24,6 @@ CriticMode = Literal["template", "llm"]
 # Which rules a run follows: "upstream" reproduces WebGen-Agent step for step, "default" is this
 # project's (docs/fidelity.md lists every difference).
 Profile = Literal["upstream", "default"]
-PROFILES: tuple[Profile, ...] = ("upstream", "default")
 # WebGen-Agent's capture and GUI-agent window.
 UPSTREAM_VIEWPORT = (1024, 768)
 # Which graph shape a run takes (docs/loops.md): WebGen-Agent's loop, WebLoop's Generator/Critic/Refiner

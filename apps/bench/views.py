@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field
 Answer = Literal["YES", "PARTIAL", "NO"]
 Verdict = Literal["YES", "PARTIAL", "NO", "START_FAILED"]
 VerdictSource = Literal["agent", "feedback", "start_failed", "error"]
-VERDICTS: tuple[Verdict, ...] = ("YES", "PARTIAL", "NO", "START_FAILED")
 # Benchmark credit of each verdict: accuracy = mean credit x 100.
 CREDIT: dict[Verdict, float] = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0, "START_FAILED": 0.0}
 

@@ -256,13 +256,6 @@ def print_stop(result: Any) -> None:
     raise typer.Exit(BUDGET_EXIT_CODE)
 
 
-async def run_with_view(title: str, start: Any) -> Any:
-    from webgen_agent.apps.progress import ProgressView
-
-    with ProgressView(console, title) as view:
-        return await start(view.on_event)
-
-
 # Budgets (docs/costs.md): per run for ``run``/``resume``, for the whole command for ``rollout``/``bench``.
 BudgetUsdFlag = Annotated[
     float | None,

@@ -1,0 +1,41 @@
+"""The repository holds only the project's known layout: a stray file at the top level fails CI."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Top-level entries of the layout (ARCHITECTURE.md's design card, plus the project's own folders).
+LAYOUT = {
+    ".ci",
+    ".gitignore",
+    ".dockerignore",
+    "Dockerfile",
+    "README.md",
+    "apps",
+    "benchmarks",
+    "checkpoints",
+    "core",
+    "docs",
+    "examples",
+    "graph",
+    "langgraph.json",
+    "nodes",
+    "pyproject.toml",
+    "scripts",
+    "tests",
+    "tools",
+    "webgen_agent",
+}
+
+
+def test_every_tracked_file_is_inside_the_known_layout():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    stray = sorted({line.split("/", 1)[0] for line in tracked.splitlines() if line} - LAYOUT)
+    assert not stray, f"tracked files outside the project's layout: {stray} (move them, or add them to LAYOUT)"
