@@ -29,15 +29,21 @@ from webgen_agent.tools.models import Usage
 from webgen_agent.tools.scaffolds import load_scaffold
 
 
-def run_identity(state: AgentState, context: AgentContext) -> Update:
+def run_id_of(state: AgentState) -> str:
+    """The run's id: the state's, else the thread id (as for CLI runs), else a new one."""
+    thread_id = str(get_config().get("configurable", {}).get("thread_id") or "")
+    return state.get("run_id") or thread_id or new_run_id()
+
+
+def run_identity(state: AgentState, context: AgentContext, run_id: str) -> Update:
     """``run_id`` and ``out_dir`` for a run started with only a requirement (LangGraph Studio, a parent graph).
 
-    The run id defaults to the thread id, as for CLI runs; the folder to ``runs_dir/RUN_ID``.
+    The folder defaults to ``runs_dir/RUN_ID``, made absolute: a relative ``runs_dir`` (the
+    context's default) asks the file system for the working folder, so call this in a worker thread,
+    never on the event loop (the LangGraph server fails a run that blocks its loop).
     """
     if state.get("run_id") and state.get("out_dir"):
         return {}
-    thread_id = str(get_config().get("configurable", {}).get("thread_id") or "")
-    run_id = state.get("run_id") or thread_id or new_run_id()
     out_dir = state.get("out_dir") or str((Path(context.runs_dir) / run_id).resolve())
     return {"run_id": run_id, "out_dir": out_dir}
 
@@ -96,7 +102,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     update["edit_step"] = None
     update["files"] = files  # the scaffold the workspace starts from, or nothing
     update["profile"] = rules.name
-    update.update(run_identity(state, runtime.context))
+    update.update(await asyncio.to_thread(run_identity, state, runtime.context, run_id_of(state)))
     return update
 
 
@@ -118,7 +124,7 @@ async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conve
         decision = ask_review(
             ReviewRequest(
                 point="plan",
-                run_id=state.get("run_id") or run_identity(state, runtime.context).get("run_id", ""),
+                run_id=run_id_of(state),
                 step=index,
                 about_to="The generator's reply is about to be written to the workspace and run.",
                 text=completion.text,

@@ -24,6 +24,7 @@ import httpx
 import psutil
 import pytest
 
+from webgen_agent.core.context import DEFAULT_RUNS_DIR
 from webgen_agent.nodes.resources import Resources
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +84,8 @@ def langgraph_dev(
         proc = subprocess.Popen(
             command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    server = DevServer(f"http://127.0.0.1:{port}", proc, db, base / "runs", log)
+    # The context's default runs_dir, relative to the server's working folder (``base``).
+    server = DevServer(f"http://127.0.0.1:{port}", proc, db, base / DEFAULT_RUNS_DIR, log)
     try:
         yield server
     finally:

@@ -64,7 +64,9 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
     assistant_id = assistant["assistant_id"]
     session.graph = await client.assistants.get_graph(assistant_id)
     session.schemas = await client.assistants.get_schemas(assistant_id)
-    context = scripted_context(scripted_url, max_steps=8, runs_dir=str(server.runs_dir)).model_dump()
+    # runs_dir left out, as a Studio user leaves it: the server's default, relative to where it was
+    # started, must not be resolved on the server's event loop (its blocking-call detector is on).
+    context = scripted_context(scripted_url, max_steps=8).model_dump(exclude={"runs_dir"})
 
     thread = await client.threads.create()
     session.thread_id = thread["thread_id"]
