@@ -77,6 +77,9 @@ class SandboxSettings(BaseModel):
     max_pids: int = Field(default=512, ge=16, description="Processes and threads in one sandbox.")
     file_size_mb: int = Field(default=512, ge=1, description="Largest file a process may write, MB (RLIMIT_FSIZE).")
     workspace_mb: int = Field(default=2048, ge=16, description="Cap on the workspace, node_modules included, MB.")
+    tmpfs_mb: int = Field(
+        default=512, ge=16, description="Size of each private in-memory folder (/tmp, the home folders), MB."
+    )
 
 
 class RolePrice(BaseModel):

@@ -125,3 +125,17 @@ def test_the_cache_key_covers_the_whole_manifest_and_the_lockfile(tmp_path):
     (workspace / "package-lock.json").write_text("{}")
     assert len({base, with_scripts, cache_key(workspace)}) == 3
     assert cacheable_install(workspace, {**HONEST, "dependencies": {"@scope/pkg": "npm:other@^1", "x": "latest"}})
+
+
+async def test_a_private_tmp_or_home_cannot_be_filled_past_its_size(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    sandbox = Confinement(workspace=workspace, settings=SandboxSettings(tmpfs_mb=16))
+    script = (
+        "head -c 33554432 /dev/zero > /tmp/fill && echo tmp-filled; "
+        'head -c 33554432 /dev/zero > "$HOME/fill" && echo home-filled; '
+        "df -m /tmp | tail -1"
+    )
+    result = await run_command(["bash", "-c", script], cwd=workspace, timeout_s=60, sandbox=sandbox, tail_lines=40)
+    assert "tmp-filled" not in result.output_tail and "home-filled" not in result.output_tail, result.output_tail
+    assert "No space left on device" in result.output_tail

@@ -219,9 +219,11 @@ class Confinement:
         workspace = self.workspace.resolve()
         hidden = sorted({*hidden_folders(), *(p.resolve() for p in self.hide)}, key=lambda p: len(p.parts))
         args = ["bwrap", "--clearenv", *_namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # Each private folder is memory: sized, or one sandbox could fill half the host's RAM.
+        tmpfs_size = str(self.settings.tmpfs_mb * 1024 * 1024)
         for folder in hidden:
             if len(folder.parts) > 1 and folder != workspace:
-                args += ["--tmpfs", str(folder)]
+                args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
         for folder in _tool_folders(argv, env):
             if folder.is_dir() and _under(folder.resolve(), hidden) and not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
