@@ -139,3 +139,13 @@ async def test_a_private_tmp_or_home_cannot_be_filled_past_its_size(tmp_path):
     result = await run_command(["bash", "-c", script], cwd=workspace, timeout_s=60, sandbox=sandbox, tail_lines=40)
     assert "tmp-filled" not in result.output_tail and "home-filled" not in result.output_tail, result.output_tail
     assert "No space left on device" in result.output_tail
+
+
+async def test_no_user_namespace_can_be_made_inside(tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = "unshare --user --map-root-user id -u && echo nested-userns-made || echo refused"
+    result = await run_command(
+        ["bash", "-c", script], cwd=workspace, timeout_s=30, sandbox=Confinement(workspace=workspace), tail_lines=20
+    )
+    assert "nested-userns-made" not in result.output_tail and "refused" in result.output_tail, result.output_tail

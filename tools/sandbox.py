@@ -113,10 +113,23 @@ def require_sandbox() -> None:
         )
 
 
+@functools.cache
+def _disables_userns() -> bool:
+    """Whether this bwrap can forbid user namespaces inside (``--disable-userns``, bwrap 0.8 and later)."""
+    try:
+        shown = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "--disable-userns" in shown.stdout + shown.stderr
+
+
 def _namespace_args() -> list[str]:
     uid = _INNER_UID if os.geteuid() == 0 else os.geteuid()
     gid = _INNER_UID if os.geteuid() == 0 else os.getegid()
+    # No nested user namespaces: they are where most unprivileged kernel escapes start.
+    nested = ["--disable-userns"] if _disables_userns() else []
     return [
+        *nested,
         "--unshare-user",
         "--uid",
         str(uid),
