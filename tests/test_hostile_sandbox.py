@@ -6,6 +6,8 @@
 - Shared dependency cache poisoning: a project with an honest project's dependencies plus
   ``"workspaces"`` (whose package has a ``postinstall``) got the honest project's cache key, rewrote
   ``node_modules/react/index.js``, and the next honest install restored that tree.
+- Filling the private /tmp or home folder (each a tmpfs, by default up to half the host's memory).
+- Making a nested user namespace inside, where most unprivileged kernel escapes start.
 """
 
 from __future__ import annotations

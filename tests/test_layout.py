@@ -13,8 +13,6 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYOUT = {
     ".ci",
     ".gitignore",
-    ".dockerignore",
-    "Dockerfile",
     "README.md",
     "apps",
     "benchmarks",

@@ -62,12 +62,7 @@ def dependency_key(workspace: Path) -> str:
         name: package.get(name) or {}
         for name in ("dependencies", "devDependencies", "optionalDependencies", "overrides")
     }
-    for lockfile in LOCKFILES:
-        path = workspace / lockfile
-        payload[lockfile] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-    # Native and platform-specific packages (esbuild, rollup) differ per platform and Node.
-    payload["platform"] = f"{sys.platform}-{platform.machine()}-{_node_version()}"
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return _key(payload, workspace, LOCKFILES)
 
 
 def cache_key(workspace: Path) -> str:
@@ -77,10 +72,15 @@ def cache_key(workspace: Path) -> str:
     nothing that runs or resolves during their install differs (scripts, workspaces, overrides,
     bundled dependencies included). ``dependency_key`` still decides when a workspace reinstalls.
     """
-    payload: dict[str, str | None] = {}
-    for name in ("package.json", ".npmrc", *LOCKFILES):
+    return _key({}, workspace, ("package.json", ".npmrc", *LOCKFILES))
+
+
+def _key(payload: dict[str, Any], workspace: Path, files: tuple[str, ...]) -> str:
+    """sha256 of ``payload``, the digests of ``files`` in the workspace (None when absent), the platform."""
+    for name in files:
         path = workspace / name
         payload[name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    # Native and platform-specific packages (esbuild, rollup) differ per platform and Node.
     payload["platform"] = f"{sys.platform}-{platform.machine()}-{_node_version()}"
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -118,7 +118,7 @@ async def install_dependencies(
     started = time.monotonic()
     if cache is not None and not await asyncio.to_thread(_shareable, ws):
         cache = None  # what it installs is not described by its manifest: never shared, either way
-    manifest = await asyncio.to_thread(cache_key, ws)
+    manifest = await asyncio.to_thread(cache_key, ws) if cache is not None else ""
     if cache is not None and await asyncio.to_thread(cache.restore, manifest, ws):
         _write_marker(ws, [key, dependency_key(ws)])
         return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
