@@ -31,6 +31,7 @@ from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
+from webgen_agent.tools.browser import browser_unconfined_warning
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -119,6 +120,11 @@ async def _drive(
     answer: ReviewDecision | None = None,
 ) -> RunResult:
     warnings = []
+    browser_warning = await asyncio.to_thread(browser_unconfined_warning)
+    if browser_warning is not None:
+        warnings.append(browser_warning)
+        if on_progress is not None:
+            on_progress(ProgressEvent(node="run", warning=browser_warning).model_dump())
     if context.sandbox.enabled:
         await asyncio.to_thread(require_sandbox)  # before anything is recorded: the run would stop at its first install
     else:

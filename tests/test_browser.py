@@ -7,6 +7,7 @@ import io
 import json
 import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from websockets.asyncio.client import connect
 from tests.helpers import eventually
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
-from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
+from webgen_agent.tools.cdp_scope import connect_browser, scoped_cdp_endpoint
+from webgen_agent.tools.devtools_pipe import split_unix_url
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
 
@@ -155,12 +157,16 @@ async def test_vite_error_overlay_from_a_real_syntax_error(
     assert "Vite shows a build error" in capture.render_error and "App.jsx" in capture.render_error
 
 
-async def test_cdp_url_and_restart_after_the_browser_died(chromium_path: str, tmp_path: Path, pages: str) -> None:
+async def test_devtools_only_on_the_agents_socket_and_restart_after_the_browser_died(
+    chromium_path: str, tmp_path: Path, pages: str
+) -> None:
     registry = ProcessRegistry(tmp_path / "processes.jsonl")
     async with SharedBrowser(chromium_path, registry=registry) as browser:
-        async with httpx.AsyncClient(trust_env=False) as http:
-            version = (await http.get(browser.cdp_url + "/json/version")).json()
-        assert "webSocketDebuggerUrl" in version
+        socket_path, _ = split_unix_url(browser.ws_url) or ("", "")
+        assert stat.S_IMODE(Path(socket_path).parent.stat().st_mode) == 0o700  # the agent's user alone
+        async with connect_browser(browser.ws_url, 10) as client:
+            await client.send(json.dumps({"id": 1, "method": "Browser.getVersion"}))
+            assert "Chrome" in json.loads(await client.recv())["result"]["product"]
         first_pid = browser.pid
         assert [e.pid for e in registry.entries()] == [first_pid]
         os.killpg(first_pid, signal.SIGKILL)  # the whole browser dies

@@ -14,13 +14,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
-from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
+from webgen_agent.tools.cdp_scope import connect_browser, scoped_cdp_endpoint
 from webgen_agent.tools.gui_agent import GuiAgentSettings, open_gui_session, run_gui_agent
 
 pytestmark = pytest.mark.e2e
@@ -98,8 +97,11 @@ class Client:
 
 
 async def page_urls(browser: SharedBrowser) -> list[str]:
-    async with httpx.AsyncClient(trust_env=False) as client:
-        return [t["url"] for t in (await client.get(browser.cdp_url + "/json/list")).json() if t["type"] == "page"]
+    """Every page of the browser, whatever context it is in (asked over the agent's own socket)."""
+    async with connect_browser(browser.ws_url, 10) as connection:
+        await connection.send(json.dumps({"id": 1, "method": "Target.getTargets"}))
+        answer = json.loads(await connection.recv())
+    return [t["url"] for t in answer["result"]["targetInfos"] if t["type"] == "page"]
 
 
 @pytest.fixture
@@ -163,7 +165,7 @@ async def test_two_gui_agents_test_their_own_sites_side_by_side_on_one_chromium(
                     model="vlm",
                     base_url=server.base_url,
                     api_key="k",
-                    cdp_url=shared_browser.cdp_url,
+                    cdp_url=shared_browser.ws_url,
                     timeout_s=90,
                 ),
             )
@@ -295,5 +297,5 @@ async def test_a_confined_context_reaches_only_its_site_and_web_pages_cannot_con
 
             await asyncio.sleep(0.5)
             assert await fetch(site + "/todo.html") == "ok"
-            assert await fetch(shared_browser.cdp_url + "/json/version") == "blocked"  # another local port
+            assert await fetch(endpoint.url.replace("ws://", "http://")) == "blocked"  # another local port
             assert await fetch("http://example.com/") == "blocked"

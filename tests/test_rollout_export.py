@@ -122,9 +122,7 @@ def shared_browsers(pid: int) -> int:
             argv = child.cmdline()
         except psutil.Error:
             continue
-        if any(a.startswith("--remote-debugging-port") for a in argv) and not any(
-            a.startswith("--type=") for a in argv
-        ):
+        if any(a == "--remote-debugging-pipe" for a in argv) and not any(a.startswith("--type=") for a in argv):
             profiles.update(a for a in argv if a.startswith("--user-data-dir="))
     return len(profiles)
 

@@ -1,16 +1,27 @@
 """One shared Chromium per agent process, and page capture for the executor and the judges.
 
 Chromium is launched by us as a ``ManagedProcess`` (own process group, recorded in the registry so a
-hard-killed agent's browser can be reaped) and Playwright attaches over CDP. The same ``cdp_url``
-lets another library (browser-use) drive the very same browser instead of starting its own, each
-client confined to a browser context of its own (``tools/cdp_scope.py``, through ``ws_url``).
+hard-killed agent's browser can be reaped). It opens no DevTools port: it speaks DevTools over a
+pipe that ``tools/devtools_pipe.py`` serves on a unix socket only the agent's user can open, and
+Playwright attaches there. The same ``ws_url`` lets another library (browser-use) drive the very
+same browser instead of starting its own, each client confined to a browser context of its own
+(``tools/cdp_scope.py``).
+
+Pages are the one way untrusted content reaches the browser, so Chromium runs confined
+(``browser_command``): in a bubblewrap sandbox of its own that shows the system's programs and its
+profile folder only, as an unprivileged user when the agent is root, with Chromium's own sandbox
+on. Where bubblewrap cannot run it starts unconfined and ``SharedBrowser.confinement`` says so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
+import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,13 +37,16 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, capture_page
+from webgen_agent.tools.devtools_pipe import DevToolsPipe
 from webgen_agent.tools.origin import NAVIGATION, confine_to_origin
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
+from webgen_agent.tools.sandbox import sandbox_problem
+
+logger = logging.getLogger(__name__)
 
 CHROMIUM_FLAGS = (
     "--headless=new",
-    "--remote-debugging-port=0",
-    "--no-sandbox",
+    "--remote-debugging-pipe",  # DevTools on fds 3 and 4; never a port
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
@@ -50,6 +64,101 @@ CHROMIUM_FLAGS = (
     # browser context here: a renderer (~60 MB) for nothing in a headless browser.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
+
+# Chromium's view when confined: the system's programs and libraries, the /etc entries a browser
+# reads (fonts, certificates, name resolution), its profile. Nothing of the agent's: no homes, no
+# database, no runs folder, no other /etc files (a uid mapped to root outside could read them).
+_SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
+_ETC_ENTRIES = (
+    "fonts",
+    "ssl",
+    "ca-certificates",
+    "resolv.conf",
+    "hosts",
+    "host.conf",
+    "gai.conf",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+    "localtime",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "chromium",
+    "chromium.d",
+    "mime.types",
+)
+_BASH = shutil.which("bash") or "/bin/bash"
+_UNPRIVILEGED_UID = 65534  # "nobody": a root agent's Chromium runs as this user, never as root
+
+
+def browser_user() -> int | None:
+    """The uid Chromium runs as: None (the agent's own) unless the agent is root."""
+    return _UNPRIVILEGED_UID if os.geteuid() == 0 else None
+
+
+def _jail_args(chromium_path: str, profile: Path, uid: int) -> list[str]:
+    args = ["bwrap", "--clearenv", "--unshare-user", "--uid", str(uid), "--gid", str(uid)]
+    # Its own pid, ipc and uts namespaces; the host's network (pages load the site's forwarded port
+    # and public resources). No --disable-userns: Chromium's own sandbox makes user namespaces.
+    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--cap-drop", "ALL"]
+    for folder in _SYSTEM_FOLDERS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    for entry in _ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
+    args += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
+    install = Path(chromium_path).resolve().parent  # e.g. Playwright's download under a home folder
+    if not any(install.is_relative_to(folder) for folder in _SYSTEM_FOLDERS):
+        args += ["--ro-bind", str(install), str(install)]
+    args += ["--dev", "/dev", "--proc", "/proc", "--size", str(512 * 1024 * 1024), "--tmpfs", "/tmp"]
+    args += ["--bind", str(profile), str(profile), "--chdir", str(profile)]
+    for name, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}.items():
+        args += ["--setenv", name, value]
+    return [*args, "--"]
+
+
+@functools.cache
+def _jail_problem(uid: int | None) -> str | None:
+    """Why Chromium cannot run in its own bubblewrap sandbox here (as ``uid``); None when it can."""
+    problem = sandbox_problem()
+    if problem is not None:
+        return problem
+    argv = ["bwrap", "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--", "true"]
+    switch = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, **switch)  # type: ignore[call-overload]
+    except (OSError, subprocess.SubprocessError) as error:
+        return str(error)
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    return None
+
+
+def browser_unconfined_warning() -> str | None:
+    """One line for the run's warnings when Chromium cannot get its own sandbox here; None when it can."""
+    problem = _jail_problem(browser_user())
+    if problem is None:
+        return None
+    return (
+        f"Chromium runs unconfined: its bubblewrap sandbox cannot start ({problem}); pages can read what its user can."
+    )
+
+
+def browser_command(chromium_path: str, profile: Path) -> tuple[list[str], str]:
+    """Chromium's argv (confined where the host allows) and a one-line account of its confinement."""
+    uid = browser_user()
+    chromium = [chromium_path, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"]
+    as_user = "" if uid is None else f" as uid {uid}"
+    problem = _jail_problem(uid)
+    if problem is None:
+        inner = uid if uid is not None else os.geteuid()
+        return [*_jail_args(chromium_path, profile, inner), *chromium], f"bubblewrap{as_user}, Chromium's sandbox on"
+    # Unconfined: Chromium's own sandbox needs user namespaces too, which the host just refused.
+    return [chromium[0], "--no-sandbox", *chromium[1:]], f"UNCONFINED{as_user}: {browser_unconfined_warning()}"
 
 
 # Network counts as settled after this long without a request in flight. Requests a page makes
@@ -81,25 +190,22 @@ class SharedBrowser:
         self._profile: Path | None = None
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
-        self._cdp_url: str | None = None
-        self._ws_url: str | None = None
+        self._pipe: DevToolsPipe | None = None
+        self.confinement = ""  # one line: how Chromium is confined (set at launch)
         self._lock: asyncio.Lock | None = None
         self._capture_slots: asyncio.Semaphore | None = None
         self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
 
     @property
-    def cdp_url(self) -> str:
-        """http://127.0.0.1:PORT of the DevTools endpoint (start() first)."""
-        if self._cdp_url is None:
-            raise RuntimeError("SharedBrowser is not started")
-        return self._cdp_url
-
-    @property
     def ws_url(self) -> str:
-        """ws://127.0.0.1:PORT/devtools/browser/ID: the browser target itself (start() first)."""
-        if self._ws_url is None:
+        """ws+unix:SOCKET:/devtools/browser: the browser over its DevTools pipe (start() first).
+
+        Only the agent's user can open the socket. ``cdp_scope.scoped_cdp_endpoint`` turns it into
+        a loopback address for clients that speak TCP only, confined to a context of their own.
+        """
+        if self._pipe is None:
             raise RuntimeError("SharedBrowser is not started")
-        return self._ws_url
+        return self._pipe.url
 
     @property
     def browser(self) -> Browser:
@@ -118,6 +224,8 @@ class SharedBrowser:
             and self._process.alive
             and self._browser is not None
             and self._browser.is_connected()
+            and self._pipe is not None
+            and not self._pipe.closed
         )
 
     async def start(self) -> SharedBrowser:
@@ -132,30 +240,48 @@ class SharedBrowser:
 
     async def _launch(self) -> None:
         self._profile = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="webgen-chromium-"))
-        argv = [self.chromium_path, *CHROMIUM_FLAGS, f"--user-data-dir={self._profile}", "about:blank"]
-        self._process = await ManagedProcess.astart(
-            argv, cwd=self._profile, log_path=self._profile / "chromium.log", registry=self.registry
-        )
-        port_file = self._profile / "DevToolsActivePort"
-        deadline = time.monotonic() + self.launch_timeout_s
-        port = None
-        while port is None:
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                # Two lines: the port, then the browser target's websocket path.
-                port_line, path = port_file.read_text().splitlines()[:2]
-                port = int(port_line)
-            if port is None:
-                if not self._process.alive or time.monotonic() > deadline:
-                    tail = self._process.log_tail(20)
-                    await self._shutdown()
-                    raise RuntimeError(f"Chromium did not start ({self.chromium_path}):\n{tail}")
-                await asyncio.sleep(0.05)
-        self._cdp_url = f"http://127.0.0.1:{port}"
-        self._ws_url = f"ws://127.0.0.1:{port}{path}"
+        argv, confinement = await asyncio.to_thread(browser_command, self.chromium_path, self._profile)
+        if confinement != self.confinement and confinement.startswith("UNCONFINED"):
+            logger.warning("Chromium: %s", confinement)
+        self.confinement = confinement
+        user = browser_user()
+        if user is not None:
+            await asyncio.to_thread(os.chown, self._profile, user, user)
+        # Chromium reads commands on fd 3 and writes on fd 4: a shell puts our pipe ends there (bash:
+        # dash redirects one-digit descriptors only, and ours may have two digits).
+        commands_read, commands_write = os.pipe()
+        answers_read, answers_write = os.pipe()
+        remap = [_BASH, "-c", f'exec "$@" 3<&{commands_read} 4>&{answers_write}', "chromium-pipe"]
+        try:
+            self._process = await ManagedProcess.astart(
+                [*remap, *argv],
+                cwd=self._profile,
+                log_path=self._profile / "chromium.log",
+                registry=self.registry,
+                pass_fds=(commands_read, answers_write),
+                user=user,
+            )
+        except BaseException:
+            for fd in (commands_write, answers_read):
+                os.close(fd)
+            raise
+        finally:
+            os.close(commands_read)
+            os.close(answers_write)
+        self._pipe = DevToolsPipe(commands_write, answers_read)
+        try:
+            await asyncio.wait_for(self._pipe.start(), self.launch_timeout_s)
+        except (ConnectionError, RuntimeError, TimeoutError) as error:
+            tail = self._process.log_tail(20)
+            await self._shutdown()
+            raise RuntimeError(f"Chromium did not start ({self.chromium_path}: {error}):\n{tail}") from None
+        except BaseException:
+            await self._shutdown()
+            raise
         try:
             self._playwright = await async_playwright().start()
             self._browser = await self._playwright.chromium.connect_over_cdp(
-                self._cdp_url, timeout=self.launch_timeout_s * 1000
+                self._pipe.url, timeout=self.launch_timeout_s * 1000
             )
         except BaseException:
             await self._shutdown()
@@ -166,7 +292,7 @@ class SharedBrowser:
         browser, self._browser = self._browser, None
         playwright, self._playwright = self._playwright, None
         process, self._process = self._process, None
-        self._cdp_url = self._ws_url = None
+        pipe, self._pipe = self._pipe, None
         if browser is not None:
             with contextlib.suppress(Exception):  # may already be disconnected
                 await asyncio.wait_for(browser.close(), 5)
@@ -175,6 +301,8 @@ class SharedBrowser:
                 await playwright.stop()
         if process is not None:
             await process.stop(grace_s=2.0)
+        if pipe is not None:
+            await pipe.close()
         if self._profile is not None:
             await asyncio.to_thread(shutil.rmtree, self._profile, ignore_errors=True)
             self._profile = None

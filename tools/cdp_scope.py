@@ -21,15 +21,19 @@ import contextlib
 import itertools
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 import httpx
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection, connect, unix_connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
+from webgen_agent.tools.devtools_pipe import split_unix_url
 from webgen_agent.tools.origin import context_proxy
 
 logger = logging.getLogger(__name__)
@@ -61,7 +65,7 @@ _TARGET_EVENTS = frozenset(
 
 
 async def browser_websocket_url(cdp_url: str) -> str:
-    """ws://... of the browser target, from an http://host:port DevTools address."""
+    """ws://... (or ws+unix:...) of the browser target, from an http://host:port DevTools address."""
     if cdp_url.startswith("ws"):
         return cdp_url
     async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
@@ -233,6 +237,18 @@ class ScopedEndpoint:
             await asyncio.wait_for(self.server.wait_closed(), 5)
 
 
+def connect_browser(url: str, timeout_s: float) -> Any:
+    """A connection to the browser at ``url``: a ws:// address, or the agent's own ws+unix: socket."""
+    # No size limit: screenshots travel as one message of several MB. No compression: Chromium
+    # offers none, and deflating those screenshots for a local client costs more than it saves.
+    options: dict[str, Any] = {"max_size": None, "ping_interval": None, "compression": None, "open_timeout": timeout_s}
+    unix = split_unix_url(url)
+    if unix is not None:
+        socket_path, path = unix
+        return unix_connect(socket_path, f"ws://localhost{path}", **options)
+    return connect(url, **options)
+
+
 @contextlib.asynccontextmanager
 async def scoped_cdp_endpoint(
     cdp_url: str, *, confine_to: str | None = None, connect_timeout_s: float = 10.0
@@ -247,22 +263,31 @@ async def scoped_cdp_endpoint(
     browser_url = await browser_websocket_url(cdp_url)
 
     async def handle(client: ServerConnection) -> None:
-        # No size limit: screenshots travel as one message of several MB. No compression: Chromium
-        # offers none, and deflating those screenshots for a loopback client costs more than it saves.
-        async with connect(
-            browser_url, max_size=None, ping_interval=None, compression=None, open_timeout=connect_timeout_s
-        ) as browser:
+        async with connect_browser(browser_url, connect_timeout_s) as browser:
             params = {"disposeOnDetach": True, **(context_proxy(confine_to) if confine_to else {})}
             created = await asyncio.wait_for(
                 _command(browser, "Target.createBrowserContext", params), connect_timeout_s
             )
             await _Relay(client, browser, _Scope(context_id=created["browserContextId"])).run()
 
+    # The path is a secret: a local process that finds the port cannot use it without the path.
+    path = f"/devtools/browser/{secrets.token_urlsafe(24)}"
+
+    def only_our_path(connection: ServerConnection, request: Request) -> Response | None:
+        return None if request.path == path else connection.respond(HTTPStatus.NOT_FOUND, "Not found\n")
+
     server: Server = await serve(
-        handle, "127.0.0.1", 0, max_size=None, ping_interval=None, compression=None, origins=[None]
+        handle,
+        "127.0.0.1",
+        0,
+        max_size=None,
+        ping_interval=None,
+        compression=None,
+        origins=[None],
+        process_request=only_our_path,
     )
     port = next(iter(server.sockets)).getsockname()[1]
-    endpoint = ScopedEndpoint(url=f"ws://127.0.0.1:{port}/devtools/browser/scoped", server=server)
+    endpoint = ScopedEndpoint(url=f"ws://127.0.0.1:{port}{path}", server=server)
     try:
         yield endpoint
     finally:

@@ -161,8 +161,13 @@ class ManagedProcess:
         env: Mapping[str, str] | None = None,
         registry: ProcessRegistry | None = None,
         sandbox: Confinement | None = None,
+        pass_fds: Sequence[int] = (),
+        user: int | None = None,
     ) -> ManagedProcess:
         """Start ``argv`` now (synchronous: Popen does not block). ``env`` defaults to ``scrubbed_env()``.
+
+        ``pass_fds`` stay open in the command (all others are closed); ``user`` runs it (and its
+        group id) as that uid, for a caller that may switch users.
 
         With ``sandbox`` the command runs confined (``tools.sandbox``): under bwrap, with the
         sandbox's limits and, where one can be made, in a pids cgroup of its own. With ``registry``
@@ -191,7 +196,15 @@ class ManagedProcess:
             command = [*_GATE, *command]
             gate = os.pipe()  # not inheritable: only this child gets the read end, as its stdin
         try:
-            popen = cls._popen_logged(command, cwd, log_path, env, stdin=gate[0] if gate else subprocess.DEVNULL)
+            popen = cls._popen_logged(
+                command,
+                cwd,
+                log_path,
+                env,
+                stdin=gate[0] if gate else subprocess.DEVNULL,
+                pass_fds=pass_fds,
+                user=user,
+            )
         except BaseException:
             if gate is not None:
                 os.close(gate[1])
@@ -218,8 +231,16 @@ class ManagedProcess:
 
     @staticmethod
     def _popen_logged(
-        argv: list[str], cwd: Path, log_path: Path, env: dict[str, str], *, stdin: int
+        argv: list[str],
+        cwd: Path,
+        log_path: Path,
+        env: dict[str, str],
+        *,
+        stdin: int,
+        pass_fds: Sequence[int] = (),
+        user: int | None = None,
     ) -> subprocess.Popen:
+        switch: dict[str, Any] = {} if user is None else {"user": user, "group": user, "extra_groups": []}
         with open(log_path, "ab") as log:
             return subprocess.Popen(
                 argv,
@@ -230,6 +251,8 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
+                pass_fds=tuple(pass_fds),
+                **switch,
             )
 
     @classmethod
