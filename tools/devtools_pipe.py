@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,8 +68,7 @@ class DevToolsPipe:
     def __init__(self, commands_fd: int, answers_fd: int) -> None:
         self._commands_fd = commands_fd  # we write commands here (Chromium's fd 3)
         self._answers_fd = answers_fd  # and read answers and events here (Chromium's fd 4)
-        self._folder = Path(tempfile.mkdtemp(prefix="webgen-devtools-"))  # mode 0700: the agent's user only
-        self.socket_path = self._folder / SOCKET_NAME
+        self._folder: Path | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[_Client | None, Any, asyncio.Future[dict[str, Any]] | None]] = {}
         self._owners: dict[str, _Client] = {}  # session id -> the client it belongs to
@@ -79,6 +79,12 @@ class DevToolsPipe:
         self._closed = asyncio.Event()
 
     @property
+    def socket_path(self) -> Path:
+        if self._folder is None:
+            raise RuntimeError("DevToolsPipe is not started")
+        return self._folder / SOCKET_NAME
+
+    @property
     def url(self) -> str:
         return unix_url(self.socket_path)
 
@@ -87,6 +93,8 @@ class DevToolsPipe:
         return self._closed.is_set()
 
     async def start(self) -> DevToolsPipe:
+        # mkdtemp makes the folder mode 0700: only the agent's user can reach the socket in it.
+        self._folder = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="webgen-devtools-"))
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**31 - 1, loop=loop)  # screenshots come as one message of MBs
         self._read_transport, _ = await loop.connect_read_pipe(
@@ -115,9 +123,8 @@ class DevToolsPipe:
             if transport is not None:
                 transport.close()
         self._finish()
-        with contextlib.suppress(OSError):
-            self.socket_path.unlink(missing_ok=True)
-            self._folder.rmdir()
+        if self._folder is not None:
+            await asyncio.to_thread(shutil.rmtree, self._folder, True)
 
     async def command(
         self,
