@@ -204,7 +204,9 @@ def no_sandbox_option() -> Any:
     )
 
 
-def make_context(settings: Settings, *, no_sandbox: bool = False, **overrides: Any) -> AgentContext:
+def make_context(
+    settings: Settings, *, no_sandbox: bool = False, check_sandbox: bool = True, **overrides: Any
+) -> AgentContext:
     """The run context from settings and flags; a missing setting or an unusable sandbox ends the command."""
     from webgen_agent.tools.sandbox import require_sandbox
 
@@ -212,11 +214,28 @@ def make_context(settings: Settings, *, no_sandbox: bool = False, **overrides: A
         overrides["sandbox"] = SandboxSettings(enabled=False)
     try:
         context = settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
-        if context.sandbox.enabled:
+        if context.sandbox.enabled and check_sandbox:
             require_sandbox()
     except ConfigError as exc:
         fail(str(exc))
     return context
+
+
+def check_before_run(context: AgentContext, database: Database | None) -> None:
+    """The fast checks (``apps/doctor.py``): an unreachable endpoint or database ends the command in one line.
+
+    Runs before anything is recorded; a warning (a model its endpoint does not list) is printed and
+    the command goes on.
+    """
+    from webgen_agent.apps.doctor import first_failure, preflight
+
+    checks = asyncio.run(preflight(context, database))
+    failure = first_failure(checks)
+    if failure is not None:
+        fail(f"{failure.line()}; `webgen-agent doctor` checks everything")
+    for check in checks:
+        if not check.ok:
+            errors.print(f"[yellow]warning:[/yellow] {escape(check.line())}", soft_wrap=True)
 
 
 def run_async(coro: Any) -> Any:

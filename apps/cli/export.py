@@ -23,6 +23,7 @@ from webgen_agent.apps.cli.common import (
     RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
+    check_before_run,
     console,
     db_option,
     errors,
@@ -136,6 +137,7 @@ def rollout(
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
+    check_before_run(context, database)
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     where = f"{workers} at a time" if cluster is None else f"on Ray ({cluster.address or 'local'})"
     console.print(

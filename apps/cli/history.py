@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from webgen_agent.apps.cli.common import (
+    check_before_run,
     console,
     db_option,
     fail,
@@ -108,6 +109,7 @@ def fork(
     if points is not None:
         recorded["review"] = points
     context = make_context(settings, **recorded)
+    check_before_run(context, resolve_db(settings.db))
     try:
         result = run_async(
             run_with_review(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from webgen_agent.apps.cli import bench, export, history, report, run, ship, train
+from webgen_agent.apps.cli import bench, doctor, export, history, report, run, ship, train
 
 app = typer.Typer(
     name="webgen-agent",
@@ -12,5 +12,5 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-for commands in (run.app, history.app, bench.app, report.app, export.app, ship.app, train.app):
+for commands in (run.app, history.app, bench.app, report.app, export.app, ship.app, train.app, doctor.app):
     app.add_typer(commands)

@@ -20,6 +20,7 @@ from webgen_agent.apps.cli.common import (
     ScaffoldFlag,
     SharedPolicyFlag,
     budget_note,
+    check_before_run,
     console,
     db_option,
     errors,
@@ -86,6 +87,7 @@ def run(
         budget_tokens=budget_tokens,
         **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
     )
+    check_before_run(context, resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id
 
     run_id = run_id or new_run_id()
@@ -140,6 +142,7 @@ def resume(
     # The run keeps its recorded prices and budgets; flags (and price variables) given now beat them.
     recorded = with_recorded(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
+    check_before_run(context, resolve_db(settings.db))
     try:
         decision = review_decision(json.loads(answer)) if answer is not None else None
     except (ValueError, json.JSONDecodeError) as exc:

@@ -1,0 +1,46 @@
+"""``webgen-agent doctor``: every check a run needs, with a fix for each failing line."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from webgen_agent.apps.cli.common import console, make_context, no_sandbox_option, resolve_db, with_model_flags
+from webgen_agent.core.context import Settings
+
+app = typer.Typer()
+
+
+@app.command()
+@with_model_flags
+def doctor(
+    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    *,
+    settings: Settings,
+) -> None:
+    """Check the model endpoints (reachable, models listed, images, structured output), the database,
+    Chromium, Node, npm and its registry, and the sandbox; exit 1 when a run could not work."""
+    from webgen_agent.apps.doctor import doctor as run_checks
+    from webgen_agent.apps.doctor import first_failure
+
+    context = make_context(settings, no_sandbox=no_sandbox, check_sandbox=False)
+    checks = asyncio.run(run_checks(context, resolve_db(settings.db)))
+    table = Table(title="webgen-agent doctor")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("details")
+    table.add_column("fix")
+    for check in checks:
+        result = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]" if check.blocking else "[yellow]warn[/yellow]"
+        table.add_row(check.name, result, check.detail, check.fix)
+    console.print(table)
+    # The failing lines again, unwrapped: a log or a terminal copy keeps each on one line.
+    for check in checks:
+        if not check.ok:
+            console.print(f"{'FAIL' if check.blocking else 'warn'} {escape(check.line())}", soft_wrap=True)
+    if first_failure(checks) is not None:
+        raise typer.Exit(1)

@@ -1,0 +1,82 @@
+"""Checks before a run: a dead endpoint or database is one line at once, and `doctor` says what to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import cli
+from webgen_agent.apps.doctor import database_check, endpoint_checks, first_failure
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.database import Database
+from webgen_agent.core.context import Settings
+
+
+@pytest.fixture(scope="module")
+def served_model() -> str:
+    """A real OpenAI-compatible server (the scripted one) that lists the model ``served-model``."""
+    scenario = Scenario.model_validate({"name": "doctor", "rules": [{"model": "served-model", "content": "OK"}]})
+    with ScriptedServer(scenario) as server:
+        yield server.base_url
+
+
+@pytest.mark.parametrize(
+    ("base_url", "reason"),
+    [("http://127.0.0.1:9/v1", "connection refused"), ("http://no-such-host.invalid/v1", "unknown host")],
+)
+def test_an_unreachable_endpoint_stops_run_in_one_line_and_records_nothing(tmp_path: Path, base_url: str, reason: str):
+    db = tmp_path / "runs.db"
+    result = cli("run", "A blog", "--model", "m", "--base-url", base_url, "--db", str(db), "--out", str(tmp_path / "o"))
+    assert result.returncode == 2, result.stderr
+    assert reason in result.stderr and base_url in result.stderr and "--base-url" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""  # no progress table, no run id
+    assert not db.exists() and not (tmp_path / "o").exists()
+
+
+def test_an_unreachable_database_stops_run_in_one_line(tmp_path: Path, served_model: str):
+    url = "postgresql://user:secret-pw@127.0.0.1:1/webgen"
+    result = cli("run", "A blog", "--model", "served-model", "--base-url", served_model, "--db", url)
+    assert result.returncode == 2, result.stderr
+    assert "database" in result.stderr and "cannot be reached" in result.stderr
+    assert "secret-pw" not in result.stderr  # the URL is shown masked
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_endpoint_checks_find_the_model_listed_or_name_the_listed_ones(served_model: str):
+    good = Settings(model="served-model", base_url=served_model).to_context()
+    assert first_failure(await endpoint_checks(good)) is None
+    typo = Settings(model="servd-model", base_url=served_model).to_context()
+    checks = await endpoint_checks(typo, deep=True)
+    failure = first_failure(checks)
+    assert failure is not None and "servd-model" in failure.detail and "served-model" in failure.detail
+    # Before a run it is only a warning: some gateways serve models they do not list.
+    assert first_failure(await endpoint_checks(typo)) is None
+
+
+@pytest.mark.parametrize("kind", ["folder", "text file"])
+async def test_a_database_path_that_is_not_a_database_is_named(tmp_path: Path, kind: str):
+    target = tmp_path / "db"
+    if kind == "folder":
+        target.mkdir()
+    else:
+        target.write_text("not sqlite")
+    check = await database_check(Database.of(str(target)))
+    assert not check.ok and str(target) in check.detail
+
+
+async def test_a_new_database_is_not_created_by_the_check(tmp_path: Path):
+    target = tmp_path / "new" / "runs.db"
+    check = await database_check(Database.of(str(target)))
+    assert check.ok and not target.exists() and not target.parent.exists()
+
+
+def test_doctor_prints_a_table_with_a_fix_per_failing_line(tmp_path: Path):
+    result = cli("doctor", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db"))
+    assert result.returncode == 1
+    for name in ("endpoint", "database", "chromium", "node", "npm"):
+        assert name in result.stdout
+    assert "connection refused" in result.stdout and "start the server" in result.stdout
+    assert not (tmp_path / "x.db").exists()
