@@ -220,7 +220,9 @@ async def _postgres_check(database: Database) -> Check:
             AsyncConnection.connect(database.url, connect_timeout=DATABASE_TIMEOUT_S), DATABASE_TIMEOUT_S + 1
         )
     except (TimeoutError, OSError, Exception) as error:  # psycopg.OperationalError and friends
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0].removeprefix("connection failed: ")[
+            :200
+        ]
         return Check(
             name="database",
             ok=False,
@@ -232,7 +234,7 @@ async def _postgres_check(database: Database) -> Check:
 
 
 def _sqlite_check(path: Path) -> Check:
-    fix = "pass --db with a file path in a writable folder (or a postgresql:// URL)"
+    fix = "pass --db with an SQLite file in a writable folder, or a postgresql:// URL"
     if path.is_dir():
         return Check(name="database", ok=False, detail=f"{path} is a folder, not a database file", fix=fix)
     if path.exists():

@@ -38,6 +38,15 @@ class ConfigError(ValueError):
     """A setting is missing or wrong; the message is one line meant for the user."""
 
 
+def validation_summary(exc: Exception, limit: int = 3) -> str:
+    """A pydantic error as one line naming each bad field (``rules: Input should be a valid list``)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    problems = [f"{'.'.join(str(p) for p in error['loc']) or 'value'}: {error['msg']}" for error in exc.errors()]
+    more = f" (and {len(problems) - limit} more)" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
+
+
 class ModelSettings(BaseModel):
     """One OpenAI-compatible endpoint and how to sample from it."""
 

@@ -28,7 +28,7 @@ from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
-from webgen_agent.core.context import ModelSettings, Role, api_key_for
+from webgen_agent.core.context import ModelSettings, Role, api_key_for, validation_summary
 from webgen_agent.tools.condense import MAX_LEVEL, condense, says_too_long
 from webgen_agent.tools.endpoints import (
     EndpointEvent,
@@ -383,7 +383,7 @@ async def ask_structured(
                     answer.value = parse_json_answer(text, schema)
                     break
                 except (ValidationError, ValueError) as exc:
-                    problem = _short_validation_error(exc)
+                    problem = validation_summary(exc, limit=1)
                     if raw.response_metadata.get("finish_reason") == "length":
                         problem = f"the answer was cut off at the length limit ({problem})"
         answer.problems.append(problem)
@@ -397,11 +397,3 @@ async def ask_structured(
         answer.error = None
     answer.seconds = time.monotonic() - started
     return answer
-
-
-def _short_validation_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "answer"
-        return f"{where}: {first['msg']}"
-    return str(exc)[:200]

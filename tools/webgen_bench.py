@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from webgen_agent.core.context import validation_summary
+
 
 class Category(BaseModel):
     primary_category: str = ""
@@ -54,7 +56,7 @@ def load_records(path: str | Path, *, ids: list[str] | None = None, limit: int |
                 record = BenchRecord.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValidationError) as exc:
                 raise BenchDataError(
-                    f"{path}:{number}: not a WebGen-Bench record ({str(exc).splitlines()[0]})"
+                    f"{path}:{number}: not a WebGen-Bench record ({validation_summary(exc)})"
                 ) from None
             if wanted and record.id not in wanted:
                 continue

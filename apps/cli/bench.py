@@ -211,6 +211,8 @@ def bench(
 
     try:
         records = load_records(data, ids=_ids(ids), limit=limit)
+        if not records:
+            raise BenchDataError(f"{data}: no records selected (the file is empty, or --ids / --limit select none)")
         flags = EvalModelFlags(
             vlm_model=eval_vlm_model,
             appearance_model=eval_appearance_model,

@@ -121,6 +121,36 @@ def resolve_db(db: str | None) -> Database:
         fail(str(exc))
 
 
+def existing_db(db: str | None) -> Database:
+    """The run database of a command that reads runs: it must exist (nothing is created); one line otherwise."""
+    from webgen_agent.apps.doctor import database_check
+
+    database = resolve_db(db)
+    if not database.is_postgres and not database.path.exists():
+        fail(f"no database at {database.path}: no run was recorded there (pass --db or set WEBGEN_DB)")
+    check = asyncio.run(database_check(database))
+    if not check.ok:
+        fail(check.line())
+    return database
+
+
+def recorded_run(database: Database, run_id: str) -> Any:
+    """The runs-table record of ``run_id``; an unknown id is one line naming where it was looked for."""
+    from webgen_agent.checkpoints.runs import RunIndex
+
+    record = RunIndex(database).get(run_id)
+    if record is None:
+        fail(f"no run {run_id} in {database} (`webgen-agent runs` lists the runs there)")
+    return record
+
+
+def recorded_settings(record: Any) -> dict[str, Any]:
+    """The settings a run recorded when it started (what resume and fork start from)."""
+    import json
+
+    return dict(json.loads(record.settings or "{}"))
+
+
 RAY_LOCAL = "local"
 RAY_HELP = (
     "Run on Ray: --ray alone (or --ray local) starts a Ray instance on this machine for the command; "

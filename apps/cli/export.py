@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,6 +27,7 @@ from webgen_agent.apps.cli.common import (
     console,
     db_option,
     errors,
+    existing_db,
     fail,
     loop_overrides,
     make_context,
@@ -228,9 +229,7 @@ def export(
     from webgen_agent.checkpoints.views import TEXT_FORMATS
     from webgen_agent.checkpoints.writers import ChatRender
 
-    db_path = resolve_db(db)
-    if not db_path.exists():
-        fail(f"no run database at {db_path}")
+    db_path = existing_db(db)
     if text != (chat_template is not None):
         fail("--text and --chat-template TOKENIZER go together")
     render: ChatRender | None = None
@@ -243,6 +242,7 @@ def export(
             render = ChatTemplateRender(chat_template or Path())
         except ChatTemplateError as exc:
             fail(str(exc))
+    _require_runs(db_path, _split(groups), include_unfinished)
     try:
         report = asyncio.run(
             export_trajectories(
@@ -260,7 +260,27 @@ def export(
         )
     except ChatTemplateError as exc:  # a template that fails on some record
         fail(str(exc))
+    if report.records == 0:
+        Path(report.path).unlink(missing_ok=True)
+        fail(
+            f"no {export_format} records from {report.trajectories} trajectories (nothing written): "
+            "lower --min-score, or pick another --format"
+        )
     console.print(
         f"wrote {report.records} {export_format} records from {report.trajectories} trajectories "
         f"in {report.groups} groups to {report.path} ({report.seconds:.2f}s)"
     )
+
+
+def _require_runs(database: Any, groups: list[str], include_unfinished: bool) -> None:
+    """One line (and nothing written) when no run would be exported, saying why."""
+    from collections import Counter
+
+    from webgen_agent.checkpoints.runs import RunIndex
+
+    runs = [r for r in RunIndex(database).list() if not groups or r.group_id in groups]
+    if not runs:
+        fail(f"no runs in {database}" + (f" in groups {', '.join(groups)}" if groups else ""))
+    if not include_unfinished and not any(r.status == "finished" for r in runs):
+        statuses = ", ".join(f"{n} {status}" for status, n in Counter(r.status for r in runs).items())
+        fail(f"none of the {len(runs)} runs has finished ({statuses}); --include-unfinished exports them too")

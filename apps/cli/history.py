@@ -12,8 +12,11 @@ from webgen_agent.apps.cli.common import (
     check_before_run,
     console,
     db_option,
+    existing_db,
     fail,
     make_context,
+    recorded_run,
+    recorded_settings,
     resolve_db,
     run_async,
     with_model_flags,
@@ -37,12 +40,13 @@ def history(
     from webgen_agent.core.costs import add_costs, usd_text
     from webgen_agent.graph.api import run_history
 
+    database = existing_db(db)
+    record = recorded_run(database, run_id)
     try:
-        rows, events = run_async(run_history(run_id, db_path=resolve_db(db)))
+        rows, events = run_async(run_history(run_id, db_path=database))
     except ValueError as exc:
         fail(str(exc))
-    record = RunIndex(resolve_db(db)).get(run_id)
-    title = f"run {run_id} ({record.status})" if record else f"run {run_id}"
+    title = f"run {run_id} ({record.status})"
     if record and record.parent_run:
         title += f", forked from {record.parent_run} at step {record.fork_step}"
     table = Table(title=title)
@@ -80,7 +84,7 @@ def history(
         console.print(f"spent: {sum(row.total_tokens for row in rows):,} tokens, {usd_text(total)}")
     for event in events:
         console.print(event_line(event))
-    forks = [r for r in RunIndex(resolve_db(db)).list() if r.parent_run == run_id]
+    forks = [r for r in RunIndex(database).list() if r.parent_run == run_id]
     for fork in forks:
         console.print(f"fork: {fork.run_id} from step {fork.fork_step} ({fork.status})")
 
@@ -102,7 +106,8 @@ def fork(
     from webgen_agent.graph.api import fork_run
     from webgen_agent.tools.models import ModelCallError
 
-    recorded = with_recorded(settings, RunIndex(resolve_db(settings.db)).settings(run_id))
+    database = existing_db(settings.db)
+    recorded = with_recorded(settings, recorded_settings(recorded_run(database, run_id)))
     if max_steps is not None:
         recorded["max_steps"] = max_steps
     points = review_flag_points(review)

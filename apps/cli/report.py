@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, fail, resolve_db, run_async
+from webgen_agent.apps.cli.common import console, db_option, existing_db, fail, run_async
 
 app = typer.Typer()
 
@@ -23,7 +23,7 @@ def report(
     from webgen_agent.apps.report.html import write_report
 
     try:
-        path = run_async(write_report(run_id, db_path=resolve_db(db), out=out))
+        path = run_async(write_report(run_id, db_path=existing_db(db), out=out))
     except ValueError as exc:
         fail(str(exc))
     console.print(f"report: {path}", soft_wrap=True, highlight=False)

@@ -24,12 +24,15 @@ from webgen_agent.apps.cli.common import (
     console,
     db_option,
     errors,
+    existing_db,
     fail,
     loop_overrides,
     make_context,
     no_sandbox_option,
     print_result,
     print_stop,
+    recorded_run,
+    recorded_settings,
     resolve_db,
     run_async,
     with_model_flags,
@@ -73,6 +76,9 @@ def run(
     """Generate a website for REQUIREMENT."""
     from webgen_agent.graph.api import run_requirement
     from webgen_agent.tools.models import ModelCallError
+
+    if not requirement.strip():
+        fail('the requirement is empty: say what website to build, e.g. "A todo list with due dates"')
 
     context = make_context(
         settings,
@@ -135,7 +141,13 @@ def resume(
     from webgen_agent.graph.api import resume_run
     from webgen_agent.tools.models import ModelCallError
 
-    recorded = RunIndex(resolve_db(settings.db)).settings(run_id)
+    record = recorded_run(existing_db(settings.db), run_id)
+    if record.status == "finished":
+        fail(
+            f"run {run_id} has finished: nothing to resume (`webgen-agent fork {run_id} --step N` continues "
+            "from one of its steps)"
+        )
+    recorded = recorded_settings(record)
     points = review_flag_points(review)
     if points is not None:
         recorded["review"] = points
@@ -210,12 +222,17 @@ def preview(
 def scripted_server(
     scenario: Annotated[Path, typer.Option(help="Scenario JSON file.", exists=True, dir_okay=False)],
     host: str = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0 = any free port).")] = 8000,
+    # Not 8000: that is where vLLM and most local model servers listen.
+    port: Annotated[int, typer.Option(help="Port (0 = any free port).")] = 8011,
 ) -> None:
     """Serve the scripted OpenAI-compatible model server (for tests and offline demos)."""
     from webgen_agent.apps.scripted.server import serve
+    from webgen_agent.apps.scripted.views import ScenarioError
 
-    serve(scenario, host=host, port=port)
+    try:
+        serve(scenario, host=host, port=port)
+    except ScenarioError as exc:
+        fail(str(exc))
 
 
 @app.command()
@@ -244,12 +261,13 @@ def runs(
 
     from webgen_agent.core.costs import usd_text
 
-    records = RunIndex(resolve_db(db)).list()
+    database = existing_db(db)
+    records = RunIndex(database).list()
     if json_output:
         for record in records:
             sys.stdout.write(record.model_dump_json(exclude={"settings"}) + "\n")
         return
-    table = Table(title=f"runs in {resolve_db(db)}")
+    table = Table(title=f"runs in {database}")
     for column in (
         "run id",
         "status",

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, fail, no_sandbox_option, resolve_db, run_async
+from webgen_agent.apps.cli.common import console, db_option, existing_db, fail, no_sandbox_option, run_async
 from webgen_agent.core.context import ConfigError, Settings
 
 app = typer.Typer()
@@ -41,7 +41,7 @@ def ship(
             ship_run(
                 run_id,
                 out=out.resolve(),
-                db_path=resolve_db(db),
+                db_path=existing_db(db),
                 step=step,
                 build=build,
                 chromium=chromium or Settings().chromium,

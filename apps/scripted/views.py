@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 REPLY_FIELDS = ("content", "content_file", "json", "tool_calls", "agent", "refusal", "fault")
 
@@ -179,6 +179,10 @@ class Scenario(BaseModel):
             raise ScenarioError(f"{path}: not valid JSON ({exc})") from None
         try:
             scenario = cls.model_validate(raw)
+        except ValidationError as exc:
+            # One line naming the fields (this server imports nothing of the agent's, so not core's helper).
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scenario'}: {e['msg']}" for e in exc.errors()[:3])
+            raise ScenarioError(f"{path}: invalid scenario: {problems}") from None
         except ValueError as exc:
             raise ScenarioError(f"{path}: invalid scenario: {exc}") from None
         return scenario.with_files_loaded(path.parent)

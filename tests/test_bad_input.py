@@ -1,0 +1,86 @@
+"""Bad input through the real command line: exit 2, one line naming what is wrong and how to fix it,
+no table drawn first, no traceback, and nothing created by a command that only reads (docs/cli.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import cli
+from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+
+DEAD = "http://127.0.0.1:9/v1"  # never reached: every case below stops before a model is asked
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with a finished and a failed run, and the bad files the cases name."""
+    root = tmp_path_factory.mktemp("bad-input")
+    runs = RunIndex(Database.of(str(root / "runs.db")))
+    for run_id, status in (("done", "finished"), ("broke", "failed")):
+        runs.start(RunRecord(run_id=run_id, requirement="A blog", out_dir=str(root / run_id)))
+        runs.update(run_id, status=status)
+    (root / "not-a-db").write_text("plain text")
+    (root / "folder").mkdir()
+    (root / "bad-scenario.json").write_text(json.dumps({"rules": 5}))
+    (root / "empty.jsonl").write_text("\n")
+    (root / "no-instruction.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
+    return root
+
+
+MODEL = ["--model", "m", "--base-url", DEAD]
+
+CASES = {
+    "resume: unknown run": (["resume", "nope", *MODEL, "--db", "{root}/runs.db"], "no run nope in"),
+    "resume: finished run": (["resume", "done", *MODEL, "--db", "{root}/runs.db"], "has finished"),
+    "fork: unknown run": (["fork", "nope", "--step", "0", *MODEL, "--db", "{root}/runs.db"], "no run nope in"),
+    "history: unknown run": (["history", "nope", "--db", "{root}/runs.db"], "no run nope in"),
+    "report: unknown run": (["report", "nope", "--db", "{root}/runs.db"], "no run nope"),
+    "ship: unknown run": (["ship", "nope", "--out", "{root}/x.zip", "--db", "{root}/runs.db"], "no run nope"),
+    "runs: missing database": (["runs", "--db", "{root}/typo.db"], "no database at"),
+    "history: missing database": (["history", "done", "--db", "{root}/typo.db"], "no database at"),
+    "resume: missing database": (["resume", "done", *MODEL, "--db", "{root}/typo.db"], "no database at"),
+    "runs: a folder": (["runs", "--db", "{root}/folder"], "is a folder"),
+    "runs: not SQLite": (["runs", "--db", "{root}/not-a-db"], "not an SQLite database"),
+    "runs: unreachable PostgreSQL": (["runs", "--db", "postgresql://u:pw@127.0.0.1:1/x"], "cannot be reached"),
+    "run: empty requirement": (["run", "  ", *MODEL, "--db", "{root}/new.db"], "the requirement is empty"),
+    "run: unreachable endpoint": (["run", "A blog", *MODEL, "--db", "{root}/new.db"], "connection refused"),
+    "scripted-server: bad scenario": (
+        ["scripted-server", "--scenario", "{root}/bad-scenario.json"],
+        "name: Field required",
+    ),
+    "bench: empty data file": (["bench", "--data", "{root}/empty.jsonl", "--out", "{root}/b", *MODEL], "no records"),
+    "bench: record missing a field": (
+        ["bench", "--data", "{root}/no-instruction.jsonl", "--out", "{root}/b", *MODEL],
+        "instruction: Field required",
+    ),
+    "export: nothing finished": (
+        ["export", "--format", "sft", "--out", "{root}/o.jsonl", "--db", "{root}/runs.db", "--groups", "g"],
+        "no runs",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_bad_input_is_one_line_and_exit_2(inputs: Path, case: str) -> None:
+    argv, expected = CASES[case]
+    result = cli(*(arg.format(root=inputs) for arg in argv))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert expected in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    # Nothing is created by a command that failed on its input.
+    assert not (inputs / "typo.db").exists() and not (inputs / "new.db").exists() and not (inputs / "b").exists()
+    assert not (inputs / "o.jsonl").exists() and not (inputs / "x.zip").exists()
+
+
+def test_export_of_unfinished_runs_names_the_flag(inputs: Path, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    RunIndex(Database.of(str(db))).start(RunRecord(run_id="r", requirement="A blog", out_dir=str(tmp_path / "r")))
+    result = cli("export", "--format", "sft", "--out", str(tmp_path / "o.jsonl"), "--db", str(db))
+    assert result.returncode == 2
+    assert "--include-unfinished" in result.stderr and "1 running" in result.stderr
+    assert not (tmp_path / "o.jsonl").exists()
