@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.views import ReviewPoint
 
 Role = Literal["coder", "vlm", "feedback"]
@@ -307,11 +308,16 @@ class Settings(BaseSettings):
         )
 
     def prices(self) -> Prices:
-        """The prices given (role's own, else the one for every role); the rest stay unknown."""
+        """The prices given (role's own, else the one for every role), else the model's published price
+        (``core/price_table.py``); the rest stay unknown."""
 
         def pick(role: Role, side: str) -> float | None:
             own = getattr(self, f"{role}_price_{side}")
-            return own if own is not None else getattr(self, f"price_{side}")
+            given = own if own is not None else getattr(self, f"price_{side}")
+            if given is not None:
+                return float(given)
+            listed = listed_price(getattr(self, f"{role}_model") or self.model)
+            return None if listed is None else listed[0 if side == "in" else 1]
 
         return Prices.model_validate(
             {role: {"input_usd_per_mtok": pick(role, "in"), "output_usd_per_mtok": pick(role, "out")} for role in ROLES}
