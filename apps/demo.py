@@ -7,6 +7,7 @@ from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
 from rich.console import Console
 
 from webgen_agent.apps.progress import ProgressView
@@ -37,7 +38,7 @@ def scripted_context(base_url: str, **overrides: Any) -> AgentContext:
         return ModelSettings(
             model=f"scripted-{name}",
             base_url=base_url,
-            api_key="scripted",
+            api_key=SecretStr("scripted"),
             patience_s=10.0,
             retry_initial_s=0.1,
             retry_max_s=1.0,

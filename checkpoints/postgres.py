@@ -19,11 +19,12 @@ from psycopg.rows import dict_row
 
 from webgen_agent.checkpoints.database import SCHEMA_LOCK_KEY, Database
 from webgen_agent.checkpoints.recording import RecordsRuns
+from webgen_agent.checkpoints.secrets import KeepsNoSecrets
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import ConfigError
 
 
-class ContentPostgresSaver(AsyncPostgresSaver):
+class ContentPostgresSaver(KeepsNoSecrets, AsyncPostgresSaver):
     """LangGraph's PostgreSQL checkpointer with the content-addressed serializer.
 
     The stock saver already runs the serializer's writes in a thread; its reads run on the event

@@ -11,9 +11,18 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    PlainSerializer,
+    SecretStr,
+    SerializationInfo,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.price_table import listed_price
@@ -48,14 +57,35 @@ def validation_summary(exc: Exception, limit: int = 3) -> str:
     return "; ".join(problems[:limit]) + more
 
 
+_WITH_SECRETS = "webgen_with_secrets"  # the serialization context flag that keeps API keys in a dump
+
+
+def _api_key_out(value: SecretStr, info: SerializationInfo) -> str:
+    """An API key in a dump: empty (read from the environment at call time, as an unset key is),
+    so no checkpoint, metadata, run.json, runs table or export ever holds one; ``dump_with_secrets``
+    keeps it for handing settings to another process of the same run."""
+    context = info.context
+    return value.get_secret_value() if isinstance(context, dict) and context.get(_WITH_SECRETS) else ""
+
+
+# An API key: hidden in repr and logs (SecretStr), left out of every dump; ``.get_secret_value()`` at the call.
+ApiKey = Annotated[SecretStr, PlainSerializer(_api_key_out, return_type=str, when_used="always")]
+
+
+def dump_with_secrets(model: BaseModel) -> str:
+    """``model`` as JSON with its API keys: only to hand settings to a worker process of this run (a
+    Ray actor), never for anything stored."""
+    return model.model_dump_json(context={_WITH_SECRETS: True})
+
+
 class ModelSettings(BaseModel):
     """One OpenAI-compatible endpoint and how to sample from it."""
 
     model: str = Field(description="Model name sent to the endpoint.")
     base_url: str = Field(description="OpenAI-compatible base URL, e.g. http://localhost:8000/v1.")
-    api_key: str = Field(
-        default="",
-        description="API key; empty means read OPENAI_API_KEY / WEBGEN_<ROLE>_API_KEY at call time.",
+    api_key: ApiKey = Field(
+        default=SecretStr(""),
+        description="API key; empty means read OPENAI_API_KEY / WEBGEN_<ROLE>_API_KEY at call time. Never stored.",
     )
     temperature: float | None = Field(default=None, description="Sampling temperature.")
     top_p: float | None = Field(default=None, description="Nucleus sampling.")
@@ -68,7 +98,9 @@ class ModelSettings(BaseModel):
     retry_max_s: float = Field(default=30.0, gt=0, description="Longest backoff wait (a Retry-After may ask more).")
     fallback_model: str = Field(default="", description="Model used once the patience runs out; empty: none.")
     fallback_base_url: str = Field(default="", description="Endpoint of the fallback model; empty: the same endpoint.")
-    fallback_api_key: str = Field(default="", description="API key of the fallback endpoint; empty: the role's key.")
+    fallback_api_key: ApiKey = Field(
+        default=SecretStr(""), description="API key of the fallback endpoint; empty: the role's key. Never stored."
+    )
     logprobs: bool = Field(default=False, description="Ask for token logprobs (kept for training export).")
     token_ids: bool = Field(
         default=False,
@@ -230,17 +262,17 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="WEBGEN_", extra="ignore", populate_by_name=True)
 
     base_url: str = Field(default="", validation_alias=AliasChoices("base_url", "OPENAI_BASE_URL"))
-    api_key: str = Field(default="", validation_alias=AliasChoices("api_key", "OPENAI_API_KEY"))
+    api_key: ApiKey = Field(default=SecretStr(""), validation_alias=AliasChoices("api_key", "OPENAI_API_KEY"))
     model: str = Field(default="", validation_alias=AliasChoices("model", "WEBGEN_MODEL", "OPENAI_MODEL"))
     coder_model: str = ""
     coder_base_url: str = ""
-    coder_api_key: str = ""
+    coder_api_key: ApiKey = SecretStr("")
     vlm_model: str = ""
     vlm_base_url: str = ""
-    vlm_api_key: str = ""
+    vlm_api_key: ApiKey = SecretStr("")
     feedback_model: str = ""
     feedback_base_url: str = ""
-    feedback_api_key: str = ""
+    feedback_api_key: ApiKey = SecretStr("")
     fallback_model: str = ""
     fallback_base_url: str = ""
     coder_fallback_model: str = ""
@@ -298,7 +330,7 @@ class Settings(BaseSettings):
             {
                 "model": model,
                 "base_url": base_url,
-                "api_key": getattr(self, f"{role}_api_key") or self.api_key,
+                "api_key": _given(getattr(self, f"{role}_api_key")) or self.api_key,
                 "temperature": self.coder_temperature if role == "coder" else None,
                 "top_p": self.coder_top_p if role == "coder" else None,
                 "fallback_model": getattr(self, f"{role}_fallback_model") or self.fallback_model,
@@ -338,13 +370,18 @@ class Settings(BaseSettings):
             raise ConfigError(f"Invalid setting {where}: {first['msg']}") from None
 
 
+def _given(key: SecretStr | str) -> SecretStr | str:
+    """The key when one is set, else "" (a SecretStr of "" is an unset key)."""
+    return key if (key.get_secret_value() if isinstance(key, SecretStr) else key) else ""
+
+
 def api_key_for(settings: ModelSettings, role: Role) -> str:
-    """The key to send: the context's, else the role's env var, else OPENAI_API_KEY.
+    """The key to send, in plain text for the client: the context's, else the role's env var, else OPENAI_API_KEY.
 
     Local endpoints (vLLM, llama.cpp) accept any key, so a placeholder is used when none is set.
     """
     return (
-        settings.api_key
+        settings.api_key.get_secret_value()
         or os.environ.get(f"WEBGEN_{role.upper()}_API_KEY", "")
         or os.environ.get("OPENAI_API_KEY", "")
         or "not-needed"

@@ -334,7 +334,11 @@ def test_evaluation_models_default_to_the_agents_and_flags_override_them(monkeyp
         ),
         max_actions=7,
     )
-    assert (own.agent.model, own.agent.base_url, own.agent.api_key) == ("qwen-vl", "http://eval/v1", "k")
+    assert (own.agent.model, own.agent.base_url, own.agent.api_key.get_secret_value()) == (
+        "qwen-vl",
+        "http://eval/v1",
+        "k",
+    )
     assert (own.appearance.model, own.appearance.base_url) == ("gpt-4o", "https://oa/v1")
     assert (own.feedback.model, own.feedback.base_url, own.max_actions) == ("fb", "http://eval/v1", 7)
     assert settings.vlm_model == "vl"  # the agent's own settings are untouched

@@ -8,19 +8,29 @@
   ``node_modules/react/index.js``, and the next honest install restored that tree.
 - Filling the private /tmp or home folder (each a tmpfs, by default up to half the host's memory).
 - Making a nested user namespace inside, where most unprivileged kernel escapes start.
+- Reading what the agent keeps on the host: ``--ro-bind / /`` left the run database (other runs,
+  their code and checkpoints), the dependency cache, the process registry, other runs' folders and
+  the user's project readable, and, for a root caller, ``/etc/shadow`` and ``/etc/ssl/private``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import sqlite3
+import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from webgen_agent.core.context import SandboxSettings
-from webgen_agent.tools.process import run_command
+from webgen_agent.tools.process import ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import Confinement, cacheable_install, sandbox_problem, workspace_confinement
+from webgen_agent.tools.site import SiteRunner
 from webgen_agent.tools.site.deps import DepsCache, cache_key, dependency_key, install_dependencies
 
 pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
@@ -151,3 +161,71 @@ async def test_no_user_namespace_can_be_made_inside(tmp_path):
         ["bash", "-c", script], cwd=workspace, timeout_s=30, sandbox=Confinement(workspace=workspace), tail_lines=20
     )
     assert "nested-userns-made" not in result.output_tail and "refused" in result.output_tail, result.output_tail
+
+
+@pytest.fixture
+def user_project() -> Iterator[Path]:
+    """A user's project laid out as the agent leaves it: in the current folder (not under /tmp or a
+    home folder, which the sandbox always replaced), removed afterwards."""
+    project = Path(tempfile.mkdtemp(prefix=".webgen-hostile-", dir=Path.cwd()))
+    try:
+        yield project
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+
+
+def _plant(path: Path, canary: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(canary)
+    return path
+
+
+async def test_nothing_the_agent_keeps_on_the_host_is_readable_inside(user_project):
+    canary = f"webgen-fs-canary-{uuid.uuid4().hex[:8]}"  # the content planted, never a path
+    tag = uuid.uuid4().hex[:8]
+    state = user_project / ".webgen"
+    state.mkdir()
+    with contextlib.closing(sqlite3.connect(state / "webgen.db")) as db, db:  # the run database
+        db.execute("create table runs (secret text)")
+        db.execute("insert into runs values (?)", (canary,))
+    planted = [
+        state / "webgen.db",
+        _plant(state / "processes.jsonl", canary),  # the process registry
+        _plant(state / "deps-cache" / "k" / "node_modules" / "x" / "index.js", canary),  # the dependency cache
+        _plant(user_project / "webgen-runs" / "other-run" / "workspace" / "App.jsx", canary),  # another run
+        _plant(user_project / "notes.txt", canary),  # the user's own files
+        _plant(Path.home() / f".webgen-canary-{tag}", canary),  # the home folder (/root for root)
+    ]
+    other_home = Path("/home") / f"webgen-canary-{tag}"
+    with contextlib.suppress(OSError):
+        planted.append(_plant(other_home / "secret.txt", canary))  # another user's home
+    run_folder = user_project / "webgen-runs" / "this-run"
+    workspace = run_folder / "workspace"
+    workspace.mkdir(parents=True)
+    runner = SiteRunner(
+        workspace,
+        registry=ProcessRegistry(state / "processes.jsonl"),
+        log_dir=run_folder / "logs",
+        deps_cache_dir=state / "deps-cache",
+    )
+    probes = [*planted, state, Path("/root"), Path("/home"), Path("/sys/class"), Path("/etc/shadow")]
+    # One short line per path (the output's tail is what comes back): whatever of the canary it can
+    # read, then whether the path exists at all.
+    script = "".join(
+        f"grep -a -o -r {canary} {p} 2>/dev/null | head -1; [ -e {p} ] && echo visible: {p} || echo absent: {p}\n"
+        for p in probes
+    )
+    # Every process visible inside is the sandbox's own: none of the host's command lines.
+    script += 'for f in /proc/[0-9]*/cmdline; do grep -q "py[t]est" "$f" && echo "host process: $f"; done\n'
+    script += "ls -A /etc/ssl\n"
+    try:
+        result = await runner.shell(script, timeout_s=60)
+    finally:
+        shutil.rmtree(other_home, ignore_errors=True)
+        (Path.home() / f".webgen-canary-{tag}").unlink(missing_ok=True)
+    out = result.output_tail
+    assert result.ok, out
+    assert canary not in out, out
+    for path in probes:
+        assert f"absent: {path}" in out, out
+    assert "host process" not in out and "private" not in out, out

@@ -13,13 +13,13 @@ def test_roles_default_to_openai_env_and_override_per_role(monkeypatch):
     monkeypatch.setenv("WEBGEN_VLM_BASE_URL", "http://vlm:9000/v1")
     monkeypatch.setenv("WEBGEN_FEEDBACK_API_KEY", "sk-feedback")
     context = Settings().to_context()
-    assert (context.coder.model, context.coder.base_url, context.coder.api_key) == (
+    assert (context.coder.model, context.coder.base_url, context.coder.api_key.get_secret_value()) == (
         "big",
         "http://shared:8000/v1",
         "sk-shared",
     )
     assert (context.vlm.model, context.vlm.base_url) == ("vision", "http://vlm:9000/v1")
-    assert context.feedback.api_key == "sk-feedback"
+    assert context.feedback.api_key.get_secret_value() == "sk-feedback"
     assert context.coder.temperature == 0.5
 
 

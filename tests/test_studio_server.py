@@ -30,6 +30,7 @@ NODES = {"generator", "executor", "screenshot_judge", "gui_tester", "critic", "r
 LOOP_NODES = {"checker", "code_critic"}
 # Where a run whose budget is spent stops (docs/costs.md): never reached without a budget.
 BUDGET_NODES = {"budget"}
+STUDIO_SECRET = "sk-test-SECRET-123"
 EDITED_INSTRUCTION = "Type 'Buy milk', click 'Add item' and check that 'Buy milk' is listed. (edited in a fork)"
 
 
@@ -67,6 +68,9 @@ async def _play(session: StudioSession, server: DevServer, scripted_url: str) ->
     # runs_dir left out, as a Studio user leaves it: the server's default, relative to where it was
     # started, must not be resolved on the server's event loop (its blocking-call detector is on).
     context = scripted_context(scripted_url, max_steps=8).model_dump(exclude={"runs_dir"})
+    # API keys typed into Studio's settings form: the server puts the context in the run's config.
+    for role in ("coder", "vlm", "feedback"):
+        context[role]["api_key"] = STUDIO_SECRET
 
     thread = await client.threads.create()
     session.thread_id = thread["thread_id"]
@@ -231,3 +235,23 @@ def test_another_app_runs_the_served_graph_as_a_node_through_remote_graph(studio
     assert studio.host_final["status"] == "finished" and studio.host_final["chosen_step"] == 3
     assert studio.host_final["site_dir"] == studio.fork_final["site_dir"]
     assert studio.host_final["remote_thread"] == studio.thread_id
+
+
+def test_no_api_key_given_in_studio_is_stored(studio: StudioSession, studio_server: DevServer) -> None:
+    """Not in the checkpoints, their metadata or the runs table (the server's database and its
+    -wal file), nor in the run's folder (run.json, site, logs)."""
+    assert studio.final["status"] == "finished"
+    database_folder = Path(studio_server.db).parent
+    stored = [database_folder, Path(studio.final["out_dir"])]
+    holding = [
+        str(path)
+        for folder in stored
+        for path in folder.rglob("*")
+        if path.is_file() and STUDIO_SECRET.encode() in path.read_bytes()
+    ]
+    snippets = []
+    for name in holding:
+        data = Path(name).read_bytes()
+        at = data.find(STUDIO_SECRET.encode())
+        snippets.append(data[max(0, at - 300) : at + 40])  # what holds it
+    assert holding == [], snippets

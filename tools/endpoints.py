@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import Literal, TypeVar, cast
 
 import openai
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -156,10 +156,10 @@ def fallback_settings(settings: ModelSettings) -> ModelSettings | None:
         update={
             "model": settings.fallback_model,
             "base_url": settings.fallback_base_url or settings.base_url,
-            "api_key": settings.fallback_api_key or settings.api_key,
+            "api_key": settings.fallback_api_key if settings.fallback_api_key.get_secret_value() else settings.api_key,
             "fallback_model": "",
             "fallback_base_url": "",
-            "fallback_api_key": "",
+            "fallback_api_key": SecretStr(""),
         }
     )
 

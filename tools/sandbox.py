@@ -1,10 +1,12 @@
 """The sandbox every process that runs generated code starts in (bubblewrap, resource limits).
 
-``Confinement.command`` turns a command line into a ``bwrap`` command line: the root filesystem
-read-only, the home folders, /tmp and the run's own folder replaced by empty private ones, the
-workspace (and only it) writable, new user, PID, IPC and UTS namespaces, a cleared environment
-holding only an allow-list, and ``prlimit`` setting CPU time, data size, file size and process
-limits inside. The network namespace is shared: installs need the registry and Chromium, outside
+``Confinement.command`` turns a command line into a ``bwrap`` command line: an allow-list of the
+host's filesystem (the system folders, the few /etc entries programs read, the toolchains) read-only,
+/tmp and the run's own folder empty private ones, the workspace (and only it) writable, new user,
+PID, IPC and UTS namespaces, a cleared environment holding only an allow-list, and ``prlimit``
+setting CPU time, data size, file size and process limits inside. Everything else of the host (the
+homes, /root, the run database, the dependency cache, the process registry, the runs folder, the
+user's project, /sys) is absent inside. The network namespace is shared: installs need the registry and Chromium, outside
 the sandbox, reaches the dev server on loopback.
 
 A fork bomb is stopped by a pids cgroup when one can be made (cgroup v1 ``pids`` or v2, as root),
@@ -24,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -66,6 +67,39 @@ _ALLOWED_NAMES = frozenset(
 # npm settings that would point npm outside the sandbox's own folders.
 _NPM_PATH_SETTINGS = ("cache", "userconfig", "globalconfig", "prefix", "logs_dir", "tmp")
 _CGROUP_PARENT = "webgen-sandbox"
+# The host folders every sandbox sees, read-only (on merged-/usr systems the rest are links into /usr).
+_SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The /etc entries programs read: name lookup, TLS roots (certs only, never ssl/private), users and
+# groups (names, no shadow), time zone, the dynamic linker, npm's and openssl's configuration.
+_ETC_ENTRIES = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "pki/tls/certs",
+    "pki/ca-trust/extracted",
+    "resolv.conf",
+    "hosts",
+    "host.conf",
+    "gai.conf",
+    "nsswitch.conf",
+    "passwd",
+    "group",
+    "localtime",
+    "timezone",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "npmrc",
+    "mime.types",
+    "protocols",
+    "services",
+    "os-release",
+    "shells",
+)
+# Empty private folders (in memory, sized) inside; the private home lives in /tmp.
+_PRIVATE_FOLDERS = ("/tmp", "/var/tmp")
 # Build caches inside node_modules that dev servers write (vite's optimizer and config bundle,
 # babel and webpack caches); never part of the dependency cache, writable to a sandboxed server.
 BUILD_CACHES = (".vite", ".cache", ".vite-temp")
@@ -92,7 +126,7 @@ def sandbox_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     if shutil.which("prlimit") is None:
         return "prlimit (util-linux) is not installed"
-    probe = [bwrap, *_namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"]
+    probe = [bwrap, *_namespace_args(), *system_binds(), "--dev", "/dev", "--proc", "/proc", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -159,16 +193,37 @@ def npm_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".npm"
 
 
-def hidden_folders() -> list[Path]:
-    """Folders replaced by empty ones inside: the homes and the temporary folders."""
-    candidates = [Path.home(), Path("/root"), Path("/home"), Path("/tmp"), Path("/var/tmp"), Path("/run/user")]
+def system_binds() -> list[str]:
+    """bwrap arguments showing the host's system folders and the /etc entries programs need, read-only.
+
+    Everything not named here (or a toolchain, or the workspace) is absent inside: an allow-list, so a
+    database, cache or project the agent keeps anywhere on the host stays out without being listed.
+    """
+    args: list[str] = []
+    for folder in _SYSTEM_FOLDERS:
+        path = Path(folder)
+        if path.is_symlink():  # merged /usr: /bin -> usr/bin and the like
+            args += ["--symlink", os.readlink(path), folder]
+        elif path.is_dir():
+            args += ["--ro-bind", folder, folder]
+    for name in _ETC_ENTRIES:
+        path = Path("/etc", name)
+        # A symlinked entry (resolv.conf into /run, localtime into /usr/share) is bound by its target.
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _private_folders(extra: Sequence[Path], workspace: Path) -> list[Path]:
+    """Folders that are empty, private and sized inside: the temporary folders and ``extra`` (the run folder)."""
     found: list[Path] = []
-    for path in candidates:
+    for path in (*map(Path, _PRIVATE_FOLDERS), *extra):
         with contextlib.suppress(OSError):
-            real = path.resolve()
-            if real != Path("/") and real.is_dir() and real not in found:
-                found.append(real)
-    return found
+            path = path.resolve()
+        if len(path.parts) > 1 and path != workspace and path not in found:
+            found.append(path)
+    # Outer folders first: a folder inside another must be mounted after it.
+    return sorted(found, key=lambda p: len(p.parts))
 
 
 def _under(path: Path, folders: Sequence[Path]) -> bool:
@@ -176,18 +231,22 @@ def _under(path: Path, folders: Sequence[Path]) -> bool:
 
 
 def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
-    """Where the command's own tools live (node, npm, the command, this Python): kept visible when hidden.
+    """Where the command's own tools live (node, npm, the command itself), to show them read-only.
 
-    A tool in ``.../bin`` keeps its whole prefix (npm's bin links point into ``../lib``); nothing
-    else of a hidden folder is shown.
+    A tool in ``.../bin`` keeps its whole prefix (npm's bin links point into ``../lib``). Folders
+    the system binds already show (``/usr``) are left out. The agent's own Python (its virtualenv)
+    is not a tool of generated code and stays absent.
     """
-    folders: list[Path] = [Path(sys.prefix), Path(sys.base_prefix)]
+    shown = [Path(folder).resolve() for folder in _SYSTEM_FOLDERS if Path(folder).is_dir()]
+    folders: list[Path] = []
     for tool in ("node", "npm", "npx", *argv[:1]):
         found = shutil.which(tool, path=env.get("PATH"))
         if found is None:
             continue
         for path in {Path(found).parent, Path(found).resolve().parent}:
-            folders.append(path.parent if path.name == "bin" else path)
+            prefix = path.parent if path.name == "bin" else path
+            if prefix.is_dir() and not _under(prefix.resolve(), shown) and prefix not in folders:
+                folders.append(prefix)
     return folders
 
 
@@ -217,7 +276,8 @@ class Confinement:
     ``workspace`` is writable; ``read_only`` paths inside it are bound read-only over themselves
     (the dependency cache's hardlinked node_modules), ``writable`` paths inside those are opened
     again (build caches); ``npm_cache_writable`` lets an install fill npm's cache; ``hide`` adds
-    folders replaced by empty ones (the run folder around the workspace).
+    folders shown as empty private ones (the run folder around the workspace, so that writing beside
+    the workspace goes nowhere).
     """
 
     workspace: Path
@@ -230,15 +290,13 @@ class Confinement:
     def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
         """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``)."""
         workspace = self.workspace.resolve()
-        hidden = sorted({*hidden_folders(), *(p.resolve() for p in self.hide)}, key=lambda p: len(p.parts))
-        args = ["bwrap", "--clearenv", *_namespace_args(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args = ["bwrap", "--clearenv", *_namespace_args(), *system_binds(), "--dev", "/dev", "--proc", "/proc"]
         # Each private folder is memory: sized, or one sandbox could fill half the host's RAM.
         tmpfs_size = str(self.settings.tmpfs_mb * 1024 * 1024)
-        for folder in hidden:
-            if len(folder.parts) > 1 and folder != workspace:
-                args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
+        for folder in _private_folders(self.hide, workspace):
+            args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
         for folder in _tool_folders(argv, env):
-            if folder.is_dir() and _under(folder.resolve(), hidden) and not _under(folder.resolve(), [workspace]):
+            if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
         args += ["--dir", SANDBOX_HOME]
         cache = npm_cache_dir()
@@ -253,6 +311,8 @@ class Confinement:
         for path in self.writable:
             if path.is_dir():
                 args += ["--bind", str(path), str(path)]
+        # Last of the mounts: the root bwrap builds (folders made for the mounts above) is read-only.
+        args += ["--remount-ro", "/"]
         for name, value in sandbox_env(env).items():
             args += ["--setenv", name, value]
         limits = self.settings

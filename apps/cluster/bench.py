@@ -25,7 +25,7 @@ from webgen_agent.apps.cluster.actor import Item, emit
 from webgen_agent.apps.cluster.driver import GIVEN_UP, RayPool
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, dump_with_secrets
 from webgen_agent.core.costs import Spending
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -187,7 +187,7 @@ async def bench_on_ray(
 ) -> AsyncIterator[BenchOnRay]:
     """Start the actors of one benchmark invocation (closed, with their servers, at the end);
     ``spending``: the benchmark's budget, counted here from the events the actors send."""
-    work = functools.partial(BenchWork, setup.model_dump_json(), settings.runs_per_actor)
+    work = functools.partial(BenchWork, dump_with_secrets(setup), settings.runs_per_actor)
     chromium = setup.context.chromium if setup.context else setup.eval_settings.chromium
     async with RayPool(settings, work=work, db=db, chromium=chromium) as pool:
         yield BenchOnRay(pool, name=setup.name, notify=notify, spending=spending)

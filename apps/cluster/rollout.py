@@ -12,7 +12,7 @@ from webgen_agent.apps.cluster.driver import GIVEN_UP, RayPool
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.apps.rollout.service import RolloutListener, TrajectoryDriver, TrajectoryOutcome, TrajectorySpec
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, dump_with_secrets
 from webgen_agent.core.costs import Spending
 from webgen_agent.nodes.resources import Resources
 
@@ -48,7 +48,7 @@ def rollout_pool(
     settings: RaySettings, *, context: AgentContext, db: str | Path | Database, out_dir: str | Path
 ) -> RayPool:
     """A pool of actors that run trajectories (enter it to start them)."""
-    work = functools.partial(RolloutWork, context.model_dump_json(), str(Path(out_dir).resolve()))
+    work = functools.partial(RolloutWork, dump_with_secrets(context), str(Path(out_dir).resolve()))
     return RayPool(settings, work=work, db=Database.of(db), chromium=context.chromium)
 
 
