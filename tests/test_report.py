@@ -219,3 +219,37 @@ def test_unknown_run_is_a_one_line_error(demo_run) -> None:
     invoked = CliRunner().invoke(app, ["report", "no-such-run", "--db", str(_db(base))])
     assert invoked.exit_code == 2
     assert "no run no-such-run" in invoked.output
+
+
+def test_a_grade_that_failed_says_why() -> None:
+    from webgen_agent.apps.report.model import GuiTest, RunReport, StepReport, Totals
+
+    judge_failed = StepReport(
+        index=0,
+        role="generator",
+        action="edit",
+        errored=True,
+        execution_ok=True,
+        description="The screenshot could not be graded: the model's answer was not valid JSON",
+    )
+    gui_failed = StepReport(
+        index=1,
+        role="refiner",
+        action="edit",
+        screenshot_score=4,
+        description="A list.",
+        gui_score=1,
+        gui_passed=False,
+        gui=GuiTest(passed=False, score=1, suggestions=["The GUI test could not be judged: HTTP 500"]),
+    )
+    report = RunReport(
+        run_id="r",
+        requirement="x",
+        status="failed",
+        chosen_step=None,
+        steps=[judge_failed, gui_failed],
+        totals=Totals(steps=2, seconds=0, input_tokens=0, output_tokens=0, model_calls=0),
+    )
+    page = render_report(report)
+    assert 'Screenshot judge</b> 0/5: <span class="why">The screenshot could not be graded: the model' in page
+    assert 'failed 1/5</span>: <span class="why">The GUI test could not be judged: HTTP 500' in page

@@ -630,7 +630,7 @@ def _reply(step: StepReport) -> str:
 # ---- GUI test --------------------------------------------------------------------------------
 def _gui(gui: GuiTest) -> str:
     parts = [
-        f"<p><b>GUI test</b>{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>",
+        f"<p><b>GUI test run</b>{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>",
         f'<p class="small"><b>Instruction</b>: {_e(gui.instruction)}</p>' if gui.instruction else "",
         _gui_strip(gui) if gui.frames else _gui_table(gui),
         f'<p class="small"><b>Agent\'s answer</b>: {_e(gui.final_answer)}</p>' if gui.final_answer else "",
