@@ -1,4 +1,8 @@
-"""The run's output folder: ``site/`` (chosen step's files), ``steps/<n>.png``, ``run.json``."""
+"""The run's output folder: ``site/`` (chosen step's files), ``steps/<n>.png``, ``run.json``.
+
+Each image is written once: a page whose screenshot is already in ``steps/`` (the landing page is
+the step's own screenshot; an unchanged page repeats an earlier step's) names that file.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ class PageSummary(BaseModel):
 class StepSummary(StepView):
     """A step as run.json lists it (the shared step view), with every page captured for it."""
 
+    screenshot: str | None = Field(
+        default=None, description="Its landing page's PNG, relative to the output folder (an earlier step's if equal)."
+    )
     pages: list[PageSummary] = Field(default_factory=list, description="Landing page first.")
 
 
@@ -62,23 +69,36 @@ class RunSummary(BaseModel):
         )
 
 
-def _write_png(store: BlobStore, digest: str, target: Path) -> None:
-    if not target.exists():
-        target.parent.mkdir(exist_ok=True)
-        target.write_bytes(store.get(digest))
+class _ImageFiles:
+    """The PNGs of one output folder, by blob hash: each written once, under the first name asked."""
+
+    def __init__(self, out_dir: Path, store: BlobStore) -> None:
+        self.out_dir = out_dir
+        self.store = store
+        self.written: dict[str, str] = {}
+
+    def path_of(self, digest: str, name: str) -> str:
+        """The file (relative to the output folder) holding the blob ``digest``, written as ``name`` if new."""
+        if digest in self.written:
+            return self.written[digest]
+        target = self.out_dir / name
+        if not target.exists():
+            target.parent.mkdir(exist_ok=True)
+            target.write_bytes(self.store.get(digest))
+        self.written[digest] = name
+        return name
 
 
-def page_summaries(out_dir: Path, step: Step, store: BlobStore) -> list[PageSummary]:
-    """The step's pages, their screenshots written as ``steps/<step>-<n>.png`` (n = 0 the landing page)."""
+def page_summaries(step: Step, images: _ImageFiles) -> list[PageSummary]:
+    """The step's pages; a screenshot not written yet becomes ``steps/<step>-<n>.png`` (n = 0 the landing page)."""
     listed = step.get("pages")
     if not listed:
         return []
     pages = []
-    for position, page in enumerate(store.get_json(listed)):
+    for position, page in enumerate(images.store.get_json(listed)):
         shot = None
         if page.get("screenshot"):
-            shot = f"steps/{step['index']}-{position}.png"
-            _write_png(store, page["screenshot"], out_dir / shot)
+            shot = images.path_of(page["screenshot"], f"steps/{step['index']}-{position}.png")
         pages.append(
             PageSummary(
                 path=page["path"], title=page.get("title", ""), screenshot=shot, render_error=page.get("render_error")
@@ -99,15 +119,16 @@ def write_run_outputs(
     the state's (a run stopped at its budget is still "running" in its state)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     steps: list[Step] = state.get("steps", [])
-    for step in steps:
-        if screenshot := step.get("screenshot"):
-            _write_png(store, screenshot, out_dir / "steps" / f"{step['index']}.png")
+    images = _ImageFiles(out_dir, store)
     summary = RunSummary.of(state)
     summary.warnings = list(warnings or [])
     if status is not None:
         summary.status = status
     for view, step in zip(summary.steps, steps, strict=True):
-        view.pages = page_summaries(out_dir, step, store)
+        if screenshot := step.get("screenshot"):
+            view.screenshot = images.path_of(screenshot, f"steps/{step['index']}.png")
+    for view, step in zip(summary.steps, steps, strict=True):
+        view.pages = page_summaries(step, images)
     (out_dir / "run.json").write_text(json.dumps(summary.model_dump(mode="json"), indent=2))
     return summary
 

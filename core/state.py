@@ -70,6 +70,7 @@ class Step(TypedDict):
     model: str
     cost: NotRequired[dict[str, float | None]]  # node -> USD of its model calls; None: a price was unknown
     files: NotRequired[str | None]  # manifest hash after the edit
+    base_files: NotRequired[str | None]  # manifest hash the edit was applied to (its diff's left side)
     changed: NotRequired[list[str]]
     execution: NotRequired[Execution]
     screenshot: NotRequired[str | None]  # blob hash of the PNG
@@ -120,6 +121,7 @@ class StepUpdate(TypedDict, total=False):
     model: str
     cost: dict[str, float | None]
     files: str | None
+    base_files: str | None
     changed: list[str]
     execution: Execution
     screenshot: str | None

@@ -168,6 +168,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         failed: StepUpdate = {
             "index": step["index"],
             "files": files,
+            "base_files": files_before,
             "changed": changed,
             "problems": problems,
             "execution": structure_failure(scaffold, structure),
@@ -192,6 +193,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     patch: StepUpdate = {
         "index": step["index"],
         "files": files,
+        "base_files": files_before,
         "changed": changed,
         "problems": problems,
         "execution": execution,

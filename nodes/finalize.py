@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.checkpoints.outputs import write_run_outputs
+from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, Event, Step
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
@@ -73,7 +73,7 @@ async def _reviewed_choice(state: AgentState, chosen: Step | None, out_dir: Path
     """The step the reviewer settles on (edit: a step number) and the decision."""
     steps = state.get("steps", [])
     # Idempotent: the screenshots (steps/N.png) and run.json so far, for the reviewer to look at.
-    await asyncio.to_thread(write_run_outputs, out_dir, dict(state), get_resources().store)
+    written = await asyncio.to_thread(write_run_outputs, out_dir, dict(state), get_resources().store)
     choosable = {s["index"]: s for s in code_steps(steps)}
 
     def check(decision: ReviewDecision) -> str:
@@ -100,7 +100,7 @@ async def _reviewed_choice(state: AgentState, chosen: Step | None, out_dir: Path
             about_to="The run is about to end with this step's files as the site.",
             text=text,
             screenshot=shot,
-            screenshot_path=str(out_dir / "steps" / f"{chosen['index']}.png") if shot and chosen else None,
+            screenshot_path=_screenshot_file(written, out_dir, chosen["index"]) if shot and chosen else None,
             edit_means="text is the number of another code step to finish with; a note is kept in run.json.",
             reject_means="the run ends without a site (status rejected); "
             "`webgen-agent fork RUN_ID --step N --note ...` continues from any step.",
@@ -110,3 +110,9 @@ async def _reviewed_choice(state: AgentState, chosen: Step | None, out_dir: Path
     if decision.action == "edit" and decision.text is not None:
         chosen = choosable[int(decision.text.strip())]
     return chosen, decision
+
+
+def _screenshot_file(written: RunSummary, out_dir: Path, index: int) -> str | None:
+    """The PNG of step ``index`` in the output folder (written once, perhaps under an earlier step's name)."""
+    view = next((s for s in written.steps if s.index == index), None)
+    return str(out_dir / view.screenshot) if view is not None and view.screenshot else None

@@ -128,11 +128,13 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
 
 
 def _run_record(instruction: str, run: GuiRun) -> str:
-    """Blob hash of the GUI run (actions, answer, final screenshot) and its instruction."""
+    """Blob hash of the GUI run (actions, answer, the page before each agent step and at the end) and
+    its instruction; images are blobs of their own."""
     blobs = get_resources().store
-    record = run.model_dump(mode="json", exclude={"final_screenshot_png"})
+    record = run.model_dump(mode="json", exclude={"final_screenshot_png", "frames"})
     if run.final_screenshot_png:
         record["final_screenshot"] = blobs.put(run.final_screenshot_png)
+    record["frames"] = [{"step": f.step, "url": f.url, "screenshot": blobs.put(f.jpeg)} for f in run.frames]
     return blobs.put_json({"instruction": instruction, **record})
 
 

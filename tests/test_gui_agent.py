@@ -127,6 +127,12 @@ async def test_agent_adds_a_todo_in_a_real_browser(site_url: str) -> None:
     assert [r.rule_index for r in server.requests] == [0, 1]  # the answer came from the list-item rule
     assert [(a.step, a.name) for a in run.actions] == [(1, "input"), (1, "click"), (2, "done")]
     assert run.actions[0].params["text"] == "Buy milk" and run.actions[0].error is None
+    # What was acted on, as a person reads it (not browser-use's element index).
+    assert [a.target for a in run.actions] == ['input "What needs doing?"', 'button "Add item"', None]
+    # The page before each agent step, scaled down for the report.
+    assert [f.step for f in run.frames] == [1, 2]
+    assert all(f.jpeg.startswith(b"\xff\xd8") and 1_000 < len(f.jpeg) < 100_000 for f in run.frames)
+    assert all(f.url == site_url for f in run.frames)
     assert run.steps == 2 and run.errors == []
     assert run.input_tokens > 1000 and run.output_tokens > 0  # two screenshots at 765 tokens each, plus text
     assert run.final_screenshot_png is not None and run.final_screenshot_png.startswith(PNG_MAGIC)

@@ -1,11 +1,14 @@
 """The HTML run report, built from the session's demo run (tests/conftest.py ``demo_run``).
 
-The page is opened in real headless Chromium: every embedded screenshot must decode and the score
-timeline must draw. A screenshot of the report is saved next to it for people to look at.
+The page is opened in real headless Chromium: every embedded image must decode, the score
+timeline and the per-step plots must draw, the code diffs, coder replies, grade reasons and GUI
+test frames must be there, and the page must log no error. A screenshot of the report is saved
+next to it for people to look at.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -53,18 +56,37 @@ def test_report_is_self_contained_and_complete(report_file: Path, demo_run) -> N
         assert f'id="step-{index}"' in page
     assert page.count('<img class="screenshot"') == 4
     assert page.count('<img class="gui-screenshot"') == 2  # the two GUI tests' last pages
+    assert page.count('<img class="gui-frame"') == 6  # and the page before each of their agent steps
     assert re.search(r'<section id="step-3" class="step chosen"', page)
     assert re.search(r'<section id="step-0" class="step errored"', page)
     step0 = _section(page, 0)
     assert "failed at the render stage" in step0 and "App.jsx" in step0
     assert "Critic feedback" in step0 and "Fix the render error first" in step0
+    # A step that did not run says why it has no grades.
+    assert "not graded: <span" in step0 and "the project failed at the render stage" in step0
+    assert "GUI test</b> not run" in step0
+    step1 = _section(page, 1)
+    assert "below the 4 that starts the GUI test" in step1
     step2 = _section(page, 2)
     assert "failed 2/5" in step2 and "<code>click</code>" in step2 and "Buy milk" in step2
-    assert "src/styles.css" in step2  # files changed
+    # The failed GUI test's reason stands beside its grade.
+    assert re.search(r'failed 2/5</span>: <span class="why">Clicking &#x27;Add item&#x27; clears the input', step2)
+    # The code: a highlighted diff per changed file and the coder's reply.
+    assert "Code changes: 2 files" in step2 and "<code>src/styles.css</code> modified" in step2
+    assert '<tr class="added">' in step2 and '<span class="nt">button</span>' in step2  # JSX tags coloured
+    assert "Coder's reply" in step2 and "&lt;boltAction" in step2
+    # The GUI test as frames: the page before each agent step, with what was acted on, by name.
+    assert step2.count('<img class="gui-frame"') == 3
+    assert "<code>click</code> button &quot;Add item&quot;" in step2 and "index=" not in step2
     step3 = _section(page, 3)
     assert "passed 5/5" in step3 and "gui_tester" in step3  # per-node time and tokens
     total_tokens = result.summary.input_tokens
     assert f"{total_tokens:,}" in page
+    # Settings as a table, in words; tokens, cost and seconds per step as plots.
+    assert "<td>Step limit</td><td>8</td><td>Coder steps before the run stops.</td>" in page
+    assert "prices=" not in page and '"input_usd_per_mtok"' not in page
+    for plot in ("tokens-plot", "cost-plot", "seconds-plot"):
+        assert f'<svg id="{plot}"' in page
 
 
 def _section(page: str, index: int) -> str:
@@ -74,9 +96,16 @@ def _section(page: str, index: int) -> str:
 
 async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> None:
     context = await shared_browser.browser.new_context(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
     try:
         page = await context.new_page()
-        await page.goto(report_file.as_uri(), wait_until="load")  # an absolute path
+        page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        # The shared Chromium runs in a sandbox of its own that sees no test folder: the page is
+        # handed over as it is (it needs nothing else: every image is inline).
+        html = await asyncio.to_thread(report_file.read_text, encoding="utf-8")
+        await page.set_content(html, wait_until="load")
+        await page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         images = await page.eval_on_selector_all(
             "img", "imgs => imgs.map(i => ({ok: i.complete && i.naturalWidth > 0, cls: i.className}))"
         )
@@ -90,11 +119,33 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
                         errored: count('rect.band.errored'), lines: count('polyline')};
             }"""
         )
+        shown = await page.evaluate(
+            """() => {
+                const visible = el => !!el && el.getBoundingClientRect().height > 0;
+                const plot = id => {
+                    const svg = document.getElementById(id);
+                    return {drawn: visible(svg), bars: svg.querySelectorAll('rect.bar').length,
+                            unknown: svg.querySelectorAll('text.unknown').length};
+                };
+                const step2 = document.getElementById('step-2');
+                return {
+                    plots: ['tokens-plot', 'cost-plot', 'seconds-plot'].map(plot),
+                    diffRows: step2.querySelectorAll('table.diff tr.added').length,
+                    diffVisible: visible(step2.querySelector('table.diff')),
+                    reply: step2.querySelector('pre.reply').innerText,
+                    judge: step2.querySelector('.gui-grade .why').innerText,
+                    frames: [...step2.querySelectorAll('figure.gui-step')].map(f => f.innerText),
+                    settings: document.querySelectorAll('table.settings tr').length,
+                };
+            }"""
+        )
         shot = report_file.with_suffix(".png")
         await page.screenshot(path=str(shot), full_page=True)
     finally:
         await context.close()
-    assert len(images) == 6 and all(image["ok"] for image in images), images
+    assert problems == []
+    assert len(images) == 12 and all(image["ok"] for image in images), images
+    assert sorted({image["cls"] for image in images}) == ["gui-frame", "gui-screenshot", "screenshot"]
     assert timeline["width"] > 200 and timeline["height"] > 100
     assert (timeline["shots"], timeline["gui"], timeline["chosen"], timeline["errored"], timeline["lines"]) == (
         4,
@@ -103,6 +154,16 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
         2,
         2,
     )
+    tokens, cost, seconds = shown["plots"]
+    assert tokens == {"drawn": True, "bars": 8, "unknown": 0}  # input and output per step
+    assert cost == {"drawn": True, "bars": 0, "unknown": 4}  # the demo gives no prices: "?" per step
+    assert seconds == {"drawn": True, "bars": 4, "unknown": 0}
+    assert shown["diffVisible"] and shown["diffRows"] > 20
+    assert "<boltAction" in shown["reply"]
+    assert shown["judge"].startswith("Clicking 'Add item' clears the input but never adds the todo")
+    assert len(shown["frames"]) == 3
+    assert 'input "New todo"' in shown["frames"][0] and 'click button "Add item"' in shown["frames"][1]
+    assert shown["settings"] > 10
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
 
 
@@ -158,3 +219,37 @@ def test_unknown_run_is_a_one_line_error(demo_run) -> None:
     invoked = CliRunner().invoke(app, ["report", "no-such-run", "--db", str(_db(base))])
     assert invoked.exit_code == 2
     assert "no run no-such-run" in invoked.output
+
+
+def test_a_grade_that_failed_says_why() -> None:
+    from webgen_agent.apps.report.model import GuiTest, RunReport, StepReport, Totals
+
+    judge_failed = StepReport(
+        index=0,
+        role="generator",
+        action="edit",
+        errored=True,
+        execution_ok=True,
+        description="The screenshot could not be graded: the model's answer was not valid JSON",
+    )
+    gui_failed = StepReport(
+        index=1,
+        role="refiner",
+        action="edit",
+        screenshot_score=4,
+        description="A list.",
+        gui_score=1,
+        gui_passed=False,
+        gui=GuiTest(passed=False, score=1, suggestions=["The GUI test could not be judged: HTTP 500"]),
+    )
+    report = RunReport(
+        run_id="r",
+        requirement="x",
+        status="failed",
+        chosen_step=None,
+        steps=[judge_failed, gui_failed],
+        totals=Totals(steps=2, seconds=0, input_tokens=0, output_tokens=0, model_calls=0),
+    )
+    page = render_report(report)
+    assert 'Screenshot judge</b> 0/5: <span class="why">The screenshot could not be graded: the model' in page
+    assert 'failed 1/5</span>: <span class="why">The GUI test could not be judged: HTTP 500' in page

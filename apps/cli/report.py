@@ -18,8 +18,9 @@ def report(
     out: Annotated[Path | None, typer.Option(help="HTML file to write (default: <run folder>/report.html).")] = None,
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
-    """Write an HTML report: requirement, score timeline, and per step the screenshot, feedback,
-    changed files, errors, GUI test and cost; images embedded, nothing fetched when opened."""
+    """Write an HTML report: requirement, settings, score timeline, tokens/cost/time plots, and per
+    step the screenshot, grades with reasons, code diff, coder reply, GUI test frames, feedback and
+    cost; images embedded, nothing fetched when opened."""
     from webgen_agent.apps.report.html import write_report
 
     try:

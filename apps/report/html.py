@@ -1,19 +1,25 @@
 """A run report as one self-contained HTML page.
 
 ``render_report`` is a pure function from ``RunReport`` to text; ``write_report`` loads a run from
-the database and writes its page. Everything is inline (CSS, an SVG score timeline, images as data URLs) and there is no script, so
-the file opens offline, attaches to an issue or an e-mail, and looks the same years later.
+the database and writes its page. Everything is inline (CSS, SVG plots, images as data URLs) and
+there is no script, so the file opens offline, attaches to an issue or an e-mail, and looks the same
+years later. Per step it shows the code (a highlighted diff of each changed file and the coder's
+reply), both grades with their reasons, and the GUI test as the page the agent saw before each of
+its steps with the actions it took there; long parts are collapsible (``<details>``).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from webgen_agent.apps.report.diff import FileDiff, file_diff, highlight_css
 from webgen_agent.apps.report.model import (
+    FileChange,
+    GuiAction,
+    GuiFrame,
     GuiTest,
     NodeCost,
     RelatedRun,
@@ -22,6 +28,7 @@ from webgen_agent.apps.report.model import (
     default_report_path,
     load_report,
 )
+from webgen_agent.apps.report.settings import setting_rows
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.costs import usd_text
@@ -31,6 +38,10 @@ GUI_COLOUR = "#16a34a"
 ERROR_COLOUR = "#dc2626"
 CHOSEN_COLOUR = "#f59e0b"
 BACKTRACK_COLOUR = "#7c3aed"
+INPUT_COLOUR = "#60a5fa"
+OUTPUT_COLOUR = "#1d4ed8"
+COST_COLOUR = "#059669"
+SECONDS_COLOUR = "#9333ea"
 
 Scale = Callable[[int], float]  # step index or score -> SVG coordinate
 
@@ -63,6 +74,24 @@ table { border-collapse: collapse; font-size: .85rem; } td, th { border-bottom: 
       text-align: left; vertical-align: top; }
 details { margin: 8px 0; } summary { cursor: pointer; font-weight: 600; }
 ul { margin: 4px 0; padding-left: 20px; }
+table.settings td:first-child { font-weight: 600; white-space: nowrap; } table.settings td:last-child { color: #6b7280; }
+.plots { display: flex; gap: 12px; flex-wrap: wrap; }
+.plots figure { margin: 0; background: #fff; border: 1px solid #e5e7eb; border-radius: 8px; padding: 6px; }
+.grade { margin: 6px 0; } .grade .why { color: #374151; }
+table.diff { width: 100%; border-collapse: collapse; font: .78rem/1.35 ui-monospace, SFMono-Regular, Menlo, monospace; }
+table.diff td { border: 0; padding: 0 6px; white-space: pre-wrap; word-break: break-all; }
+table.diff td.ln { color: #9ca3af; text-align: right; user-select: none; width: 1%; white-space: nowrap; }
+table.diff td.mark { user-select: none; width: 1%; color: #6b7280; }
+table.diff tr.added { background: #e6ffec; } table.diff tr.removed { background: #ffebe9; }
+table.diff tr.hunk td { background: #ddf4ff; color: #57606a; padding: 2px 6px; }
+.file-diff { border: 1px solid #e5e7eb; border-radius: 6px; padding: 4px 8px; margin: 6px 0; background: #fff; }
+.file-diff > summary { font-weight: 400; } .plus { color: #1a7f37; } .minus { color: #cf222e; }
+pre.reply { background: #f6f8fa; color: #1f2937; max-height: 520px; }
+.strip { display: flex; gap: 10px; overflow-x: auto; padding-bottom: 6px; align-items: flex-start; }
+.strip figure { margin: 0; flex: 0 0 300px; background: #f9fafb; border: 1px solid #e5e7eb; border-radius: 6px;
+                padding: 6px; }
+.strip img { width: 100%; border: 1px solid #d1d5db; border-radius: 3px; }
+.strip ol { margin: 4px 0 0; padding-left: 18px; font-size: .8rem; } .strip li.failed { color: #991b1b; }
 """
 
 
@@ -84,16 +113,18 @@ def render_report(report: RunReport) -> str:
         f"<blockquote>{_e(report.requirement)}</blockquote>",
         *_fork_notes(report),
         _totals(report),
+        _settings(report),
         "<h2>Score timeline</h2>",
         f'<div class="timeline">{timeline_svg(report)}</div>',
+        _plots(report),
         _events(report),
         "<h2>Steps</h2>",
-        *(_step(step) for step in report.steps),
+        *(_step(step, report) for step in report.steps),
     ]
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-        f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<style>{CSS}{highlight_css('.code')}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
@@ -104,9 +135,20 @@ def _meta(report: RunReport) -> str:
         parts.append(f"group {_e(report.group_id)}")
     if report.out_dir:
         parts.append(f"folder <code>{_e(report.out_dir)}</code>")
-    if report.settings:
-        parts.append("settings " + ", ".join(f"{_e(k)}={_e(json.dumps(v))}" for k, v in report.settings.items()))
     return f'<p class="muted small">{" · ".join(parts)}</p>' if parts else ""
+
+
+def _settings(report: RunReport) -> str:
+    rows = setting_rows(report.settings)
+    if not rows:
+        return ""
+    values = {row.name: row.value for row in rows}
+    gist = ", ".join(f"{name.lower()} {values[name]}" for name in ("Loop", "Profile", "Step limit") if name in values)
+    body = "".join(f"<tr><td>{_e(r.name)}</td><td>{_e(r.value)}</td><td>{_e(r.meaning)}</td></tr>" for r in rows)
+    return (
+        f'<details class="settings"><summary>Settings ({_e(gist)})</summary>'
+        f'<table class="settings"><tr><th>setting</th><th>value</th><th>what it does</th></tr>{body}</table></details>'
+    )
 
 
 def _fork_notes(report: RunReport) -> list[str]:
@@ -293,8 +335,107 @@ def _swatch(kind: str, x: float, y: float, colour: str, opacity: float) -> str:
     return f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{colour}" fill-opacity="{opacity}"/>'
 
 
+# ---- per-step plots --------------------------------------------------------------------------
+def _plots(report: RunReport) -> str:
+    """Tokens, cost and seconds per step as three small bar charts."""
+    steps = report.steps
+    if not steps:
+        return ""
+    tokens = bar_chart(
+        "tokens-plot",
+        "Tokens per step",
+        steps,
+        [
+            ("input", INPUT_COLOUR, [_step_tokens(s, "input") for s in steps]),
+            ("output", OUTPUT_COLOUR, [_step_tokens(s, "output") for s in steps]),
+        ],
+        lambda v: f"{v:,.0f}",
+    )
+    cost = bar_chart(
+        "cost-plot",
+        "Cost per step (USD)",
+        steps,
+        [("cost", COST_COLOUR, [s.cost_usd for s in steps])],
+        lambda v: usd_text(v),
+    )
+    seconds = bar_chart(
+        "seconds-plot", "Seconds per step", steps, [("seconds", SECONDS_COLOUR, [s.wall_seconds for s in steps])], _secs
+    )
+    return f'<h2>Tokens, cost and time per step</h2><div class="plots">{tokens}{cost}{seconds}</div>'
+
+
+def _step_tokens(step: StepReport, kind: str) -> float:
+    return float(sum(usage.get(kind, 0) for usage in step.tokens.values()))
+
+
+def _secs(value: float) -> str:
+    return f"{value:.1f} s"
+
+
+def bar_chart(
+    chart_id: str,
+    title: str,
+    steps: list[StepReport],
+    series: list[tuple[str, str, list[float | None]]],
+    fmt: Callable[[float], str],
+) -> str:
+    """Stacked bars, one per step, each a link to its step; a step with an unknown value shows ``?``."""
+    left, top, bottom, plot_h, gap = 56, 22, 22, 90, 24
+    width = max(280, left + 12 + gap * len(steps))
+    height = top + plot_h + bottom
+    totals = [_stacked([values[i] for _, _, values in series]) for i in range(len(steps))]
+    known_peak = max((t for t in totals if t is not None), default=0.0)
+    peak = known_peak or 1.0  # all zero or unknown: bars of no height
+    out = [
+        f'<svg id="{chart_id}" class="plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text x="4" y="14" font-size="12" font-weight="600" fill="#374151">{_e(title)}</text>',
+        f'<line x1="{left}" x2="{width - 4}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#9ca3af"/>',
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" font-size="10" fill="#6b7280">{_e(fmt(known_peak))}</text>'
+        if known_peak
+        else "",
+        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" font-size="10" fill="#6b7280">0</text>',
+    ]
+    for position, step in enumerate(steps):
+        x = left + 6 + gap * position
+        label = (
+            f'<text x="{x + 8}" y="{height - 6}" text-anchor="middle" font-size="10" fill="#374151">{step.index}</text>'
+        )
+        if totals[position] is None:
+            out.append(
+                f'<a href="#step-{step.index}"><text class="unknown" x="{x + 8}" y="{top + plot_h - 4}" '
+                f'text-anchor="middle" font-size="12" fill="#6b7280">?<title>step {step.index}: unknown '
+                f"(a price was not given)</title></text>{label}</a>"
+            )
+            continue
+        y = float(top + plot_h)
+        bars = []
+        for name, colour, values in series:
+            value = float(values[position] or 0)
+            h = plot_h * value / peak
+            y -= h
+            bars.append(
+                f'<rect class="bar" x="{x}" y="{y:.1f}" width="16" height="{h:.1f}" fill="{colour}">'
+                f"<title>step {step.index} {_e(name)}: {_e(fmt(value))}</title></rect>"
+            )
+        out.append(f'<a href="#step-{step.index}">{"".join(bars)}{label}</a>')
+    if len(series) > 1:
+        key_x = float(left + 100)
+        for name, colour, _ in series:
+            out.append(f'<rect x="{key_x}" y="5" width="9" height="9" fill="{colour}"/>')
+            out.append(f'<text x="{key_x + 12}" y="14" font-size="10" fill="#374151">{_e(name)}</text>')
+            key_x += 18 + 6 * len(name)
+    out.append("</svg>")
+    return f"<figure>{''.join(out)}</figure>"
+
+
+def _stacked(values: list[float | None]) -> float | None:
+    """A bar's height: the sum of its parts, unknown when one part is."""
+    return None if any(v is None for v in values) else sum(float(v or 0) for v in values)
+
+
 # ---- steps -----------------------------------------------------------------------------------
-def _step(step: StepReport) -> str:
+def _step(step: StepReport, report: RunReport) -> str:
     classes = " ".join(
         c for c, on in (("chosen", step.chosen), ("errored", step.errored), ("inherited", step.inherited)) if on
     )
@@ -303,8 +444,8 @@ def _step(step: StepReport) -> str:
             _badge("chosen", "chosen") if step.chosen else "",
             _badge("errored", "errored") if step.errored else "",
             _badge("inherited", "inherited from the parent run") if step.inherited else "",
-            _badge("", f"screenshot {step.screenshot_score}/5"),
-            _badge("", f"GUI {step.gui_score}/5"),
+            _badge("", f"screenshot {step.screenshot_score}/5" if _judged(step) else "screenshot not graded"),
+            _badge("", f"GUI {step.gui_score}/5" if step.gui is not None else "no GUI test"),
         ]
     )
     parent = f" · builds on step {step.parent}" if step.parent is not None else ""
@@ -312,7 +453,14 @@ def _step(step: StepReport) -> str:
         f"<h3>Step {step.index} · {_e(step.role)} · {_e(step.action)}{badges}</h3>"
         f'<p class="muted small">{_e(step.summary)}{_e(parent)} · {step.wall_seconds:.1f} s · {step.total_tokens:,} tokens · {_e(usd_text(step.cost_usd) if step.cost_usd is not None else "cost unknown")}</p>'
     )
-    parts = [head, _shots(step), _execution(step), _judge(step)]
+    parts = [
+        head,
+        _shots(step),
+        _grades(step, report),
+        _execution(step),
+        _changes(step),
+        _reply(step),
+    ]
     if step.gui is not None:
         parts.append(_gui(step.gui))
     if step.feedback:
@@ -330,28 +478,23 @@ def _shots(step: StepReport) -> str:
         figures.append(_figure(step.screenshot, f"Landing page after step {step.index}", "screenshot"))
     for path, png in step.other_pages:
         figures.append(_figure(png, f"Page {path} after step {step.index}", "screenshot"))
-    if step.gui is not None and step.gui.final_screenshot:
-        figures.append(_figure(step.gui.final_screenshot, "Page at the end of the GUI test", "gui-screenshot"))
     return f'<div class="shots">{"".join(figures)}</div>' if figures else ""
 
 
-def _figure(png: bytes, caption: str, kind: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    mime = "image/png" if png.startswith(b"\x89PNG") else "image/jpeg"
+def _figure(image: bytes, caption: str, kind: str) -> str:
     return (
-        f'<figure><img class="{kind}" alt="{_e(caption)}" src="data:{mime};base64,{data}">'
+        f'<figure><img class="{kind}" alt="{_e(caption)}" src="{_data_url(image)}">'
         f"<figcaption>{_e(caption)}</figcaption></figure>"
     )
 
 
+def _data_url(image: bytes) -> str:
+    mime = "image/png" if image.startswith(b"\x89PNG") else "image/jpeg"
+    return f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
+
+
 def _execution(step: StepReport) -> str:
     parts = []
-    if step.changed:
-        parts.append(
-            f"<p><b>Files changed</b> ({len(step.changed)}): "
-            + ", ".join(f"<code>{_e(p)}</code>" for p in step.changed)
-            + "</p>"
-        )
     if step.execution_ok is not None:
         verdict = "ran and rendered" if step.execution_ok else f"failed at the {step.execution_stage} stage"
         parts.append(f"<p><b>Execution</b>: {_e(verdict)}</p>")
@@ -364,36 +507,132 @@ def _execution(step: StepReport) -> str:
     return "\n".join(parts)
 
 
-def _judge(step: StepReport) -> str:
-    if not step.description:
-        return ""
-    checks = "<p><b>Requirement checks</b></p>" + _list(step.checks) if step.checks else ""
-    return (
-        f"<p><b>Screenshot judge</b> ({step.screenshot_score}/5): {_e(step.description)}</p>"
-        + (_list(step.suggestions) if step.suggestions else "")
-        + checks
-    )
+# ---- grades ----------------------------------------------------------------------------------
+def _judged(step: StepReport) -> bool:
+    return bool(step.screenshot_score or step.description or step.visible_error)
 
 
-def _gui(gui: GuiTest) -> str:
-    verdict = "passed" if gui.passed else "failed" if gui.passed is False else "not judged"
-    rows = "".join(
-        f"<tr><td>{n}</td><td><code>{_e(a.name)}</code></td><td>{_e(_params(a.params))}</td>"
-        f"<td>{_e(a.error or a.result or '')}</td></tr>"
-        for n, a in enumerate(gui.actions, 1)
-    )
-    actions = (
-        (f'<table class="gui-actions"><tr><th>#</th><th>action</th><th>params</th><th>result</th></tr>{rows}</table>')
-        if rows
-        else '<p class="muted">No browser actions.</p>'
-    )
+def _grades(step: StepReport, report: RunReport) -> str:
+    """Both grades, each with why: the judge's words, or why there was no grade."""
+    return f'<div class="grades">{_screenshot_grade(step)}{_gui_grade(step, report)}</div>'
+
+
+def _screenshot_grade(step: StepReport) -> str:
+    if _judged(step):
+        grade, why = f"{step.screenshot_score}/5", step.description or "(the judge gave no description)"
+    else:
+        grade, why = "not graded", _why_not_graded(step)
     parts = [
-        (
-            f"<p><b>GUI test</b> {_badge('pass' if gui.passed else 'fail', f'{verdict} {gui.score}/5')}"
-            f"{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>"
-        ),
+        f'<p class="grade screenshot-grade"><b>Screenshot judge</b> {_e(grade)}: <span class="why">{_e(why)}</span></p>'
+    ]
+    if step.visible_error:
+        parts.append(f'<p class="grade"><b>Error seen on the page</b>: {_e(step.visible_error)}</p>')
+    if step.suggestions:
+        parts.append(_list(step.suggestions))
+    if step.checks:
+        parts.append("<p><b>Requirement checks</b></p>" + _list(step.checks))
+    return "".join(parts)
+
+
+def _why_not_graded(step: StepReport) -> str:
+    if step.execution_ok is False:
+        return f"the project failed at the {step.execution_stage} stage, so there was no page to grade (error below)."
+    if step.action != "edit":
+        return f"a {step.action} step changes no code, so it has no new page to grade."
+    if step.screenshot is None:
+        return "no screenshot was taken."
+    return "the judge did not answer (the run stopped first)."
+
+
+def _gui_grade(step: StepReport, report: RunReport) -> str:
+    gui = step.gui
+    if gui is None:
+        return f'<p class="grade gui-grade"><b>GUI test</b> not run: <span class="why">{_e(_why_no_gui(step, report))}</span></p>'
+    verdict = "passed" if gui.passed else "failed" if gui.passed is False else "not judged"
+    why = step.gui_error or "; ".join(gui.suggestions) or "; ".join(gui.errors) or gui.final_answer or ""
+    return (
+        f'<p class="grade gui-grade"><b>GUI test</b> {_badge("pass" if gui.passed else "fail", f"{verdict} {gui.score}/5")}'
+        + (f': <span class="why">{_e(why)}</span>' if why else "")
+        + "</p>"
+    )
+
+
+def _why_no_gui(step: StepReport, report: RunReport) -> str:
+    if step.gui_error:
+        return step.gui_error
+    if step.execution_ok is False:
+        return "the project did not run."
+    threshold = report.settings.get("appearance_threshold")
+    if _judged(step) and isinstance(threshold, int) and step.screenshot_score < threshold:
+        return f"the screenshot scored {step.screenshot_score}/5, below the {threshold} that starts the GUI test."
+    if step.action != "edit":
+        return f"a {step.action} step is not tested."
+    return "this step was not tested (see the run's loop and settings)."
+
+
+# ---- code ------------------------------------------------------------------------------------
+def _changes(step: StepReport) -> str:
+    if not step.changes:
+        if step.changed:  # recorded without contents: the names at least
+            return "<p><b>Files changed</b>: " + ", ".join(f"<code>{_e(p)}</code>" for p in step.changed) + "</p>"
+        return ""
+    diffs = [(change, _diff_of(change)) for change in step.changes]
+    added = sum(d.added for _, d in diffs if d is not None)
+    removed = sum(d.removed for _, d in diffs if d is not None)
+    base = "" if step.base_known else " (the files before this step are not recorded: compared with nothing)"
+    files = "".join(_file_diff(change, diff) for change, diff in diffs)
+    return (
+        f'<details class="changes"><summary>Code changes: {len(diffs)} file{"s" if len(diffs) != 1 else ""} '
+        f'<span class="plus">+{added}</span> <span class="minus">−{removed}</span>{_e(base)}</summary>{files}</details>'
+    )
+
+
+def _diff_of(change: FileChange) -> FileDiff | None:
+    return None if change.binary else file_diff(change.path, change.before, change.after)
+
+
+def _file_diff(change: FileChange, diff: FileDiff | None) -> str:
+    if diff is None:
+        summary = f"{change.status}, binary: {change.bytes_before:,} → {change.bytes_after:,} bytes"
+        return f'<div class="file-diff"><code>{_e(change.path)}</code> <span class="muted">{_e(summary)}</span></div>'
+    rows = "".join(
+        f'<tr class="hunk"><td colspan="4">{line.html}</td></tr>'
+        if line.kind == "hunk"
+        else f'<tr class="{line.kind}"><td class="ln">{line.old_number or ""}</td><td class="ln">{line.new_number or ""}</td>'
+        f'<td class="mark">{_MARKS[line.kind]}</td><td>{line.html}</td></tr>'
+        for line in diff.lines
+    )
+    more = f'<p class="muted small">{diff.left_out:,} more diff lines not shown.</p>' if diff.left_out else ""
+    generated = change.path.rsplit("/", 1)[-1] in LOCKFILES
+    return (
+        f'<details class="file-diff"{"" if generated else " open"}><summary><code>{_e(change.path)}</code> '
+        f"{_e(change.status)}{' (generated lockfile)' if generated else ''} "
+        f'<span class="plus">+{diff.added}</span> <span class="minus">−{diff.removed}</span></summary>'
+        f'<table class="diff code">{rows}</table>{more}</details>'
+    )
+
+
+_MARKS = {"context": " ", "added": "+", "removed": "−"}
+# Written by the package manager, not the coder: listed closed.
+LOCKFILES = frozenset({"package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lock"})
+
+
+def _reply(step: StepReport) -> str:
+    if not step.reply:
+        return ""
+    lines = step.reply.count("\n") + 1
+    return (
+        f'<details class="reply"><summary>Coder\'s reply ({lines:,} lines)</summary>'
+        f'<pre class="reply">{_e(step.reply)}</pre></details>'
+    )
+
+
+# ---- GUI test --------------------------------------------------------------------------------
+def _gui(gui: GuiTest) -> str:
+    parts = [
+        f"<p><b>GUI test run</b>{f' · stopped: {_e(gui.stopped_reason)}' if gui.stopped_reason else ''}</p>",
         f'<p class="small"><b>Instruction</b>: {_e(gui.instruction)}</p>' if gui.instruction else "",
-        actions,
+        _gui_strip(gui) if gui.frames else _gui_table(gui),
         f'<p class="small"><b>Agent\'s answer</b>: {_e(gui.final_answer)}</p>' if gui.final_answer else "",
         ('<p class="small"><b>Suggestions</b></p>' + _list(gui.suggestions)) if gui.suggestions else "",
         ('<p class="small"><b>Errors</b></p>' + _list(gui.errors)) if gui.errors else "",
@@ -401,8 +640,60 @@ def _gui(gui: GuiTest) -> str:
     return '<div class="gui">' + "".join(parts) + "</div>"
 
 
-def _params(params: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in params.items())
+def _gui_strip(gui: GuiTest) -> str:
+    """The page the agent saw before each of its steps, with the actions it took there; then the end."""
+    figures = [_gui_frame(frame) for frame in gui.frames]
+    if gui.final_screenshot:
+        figures.append(
+            f'<figure><img class="gui-screenshot" alt="The page at the end of the GUI test" '
+            f'src="{_data_url(gui.final_screenshot)}"><figcaption>After the last action</figcaption></figure>'
+        )
+    return f'<div class="strip gui-strip">{"".join(figures)}</div>'
+
+
+def _gui_frame(frame: GuiFrame) -> str:
+    image = (
+        f'<img class="gui-frame" alt="The page before agent step {frame.step}" src="{_data_url(frame.image)}">'
+        if frame.image
+        else '<p class="muted small">(no screenshot)</p>'
+    )
+    actions = "".join(
+        f'<li class="{"failed" if a.error else ""}">{action_text(a)}'
+        + (f' <span class="muted">→ {_e(a.error or a.result)}</span>' if a.error or a.result else "")
+        + "</li>"
+        for a in frame.actions
+    )
+    return (
+        f'<figure class="gui-step">{image}<figcaption>Agent step {frame.step}'
+        f"{f' · {_e(frame.url)}' if frame.url else ''}</figcaption><ol>{actions}</ol></figure>"
+    )
+
+
+def _gui_table(gui: GuiTest) -> str:
+    """Runs recorded before frames were kept: the actions as a table, and the last page."""
+    rows = "".join(
+        f"<tr><td>{n}</td><td>{action_text(a)}</td><td>{_e(a.error or a.result or '')}</td></tr>"
+        for n, a in enumerate(gui.actions, 1)
+    )
+    table = (
+        f'<table class="gui-actions"><tr><th>#</th><th>action</th><th>result</th></tr>{rows}</table>'
+        if rows
+        else '<p class="muted">No browser actions.</p>'
+    )
+    last = (
+        _figure(gui.final_screenshot, "Page at the end of the GUI test", "gui-screenshot")
+        if gui.final_screenshot
+        else ""
+    )
+    return table + (f'<div class="shots">{last}</div>' if last else "")
+
+
+def action_text(action: GuiAction) -> str:
+    """An action as HTML a person reads: ``click button "Add item"``, ``input text='Buy milk' into ...``."""
+    params = {k: v for k, v in action.params.items() if not (k == "index" and action.target)}
+    shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    target = f" {_e(action.target)}" if action.target else ""
+    return f"<code>{_e(action.name)}</code>{target}" + (f' <span class="small">{_e(shown)}</span>' if shown else "")
 
 
 def _costs(nodes: list[NodeCost]) -> str:

@@ -9,8 +9,9 @@ including one that failed or was interrupted.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +36,15 @@ class NodeCost(BaseModel):
     cost_usd: float | None = 0.0
 
 
+class GuiFrame(BaseModel):
+    """One agent step of a GUI test: the page it saw (a small JPEG) and the actions it took there."""
+
+    step: int
+    url: str = ""
+    image: bytes | None = None
+    actions: list[GuiAction] = Field(default_factory=list)
+
+
 class GuiTest(BaseModel):
     """The GUI test credited to a step: verdict, the agent's actions and its last screenshot."""
 
@@ -47,6 +57,21 @@ class GuiTest(BaseModel):
     stopped_reason: str = ""
     errors: list[str] = Field(default_factory=list)
     final_screenshot: bytes | None = None
+    frames: list[GuiFrame] = Field(
+        default_factory=list, description="Per agent step (empty for runs recorded before frames were kept)."
+    )
+
+
+class FileChange(BaseModel):
+    """One changed file of a step: its text before and after (the diff is drawn from these)."""
+
+    path: str
+    status: Literal["added", "modified", "deleted"]
+    before: str = ""
+    after: str = ""
+    binary: bool = Field(default=False, description="Not UTF-8 text: only the sizes are shown.")
+    bytes_before: int = 0
+    bytes_after: int = 0
 
 
 class StepReport(StepView):
@@ -56,6 +81,13 @@ class StepReport(StepView):
     inherited: bool = Field(default=False, description="Taken over from the parent run of a fork.")
     problems: list[str] = Field(default_factory=list)
     changed: list[str] = Field(default_factory=list)
+    changes: list[FileChange] = Field(default_factory=list, description="The changed files' contents.")
+    base_known: bool = Field(
+        default=True, description="False when the files the edit was applied to are not recorded (diffed to nothing)."
+    )
+    reply: str | None = Field(default=None, description="The coder's reply text.")
+    visible_error: str = Field(default="", description="An error the judge read off the screenshot.")
+    gui_error: str = Field(default="", description="Why the GUI test could not run or be summarised.")
     page_errors: list[str] = Field(default_factory=list, description="Console and uncaught page errors.")
     screenshot: bytes | None = None
     other_pages: list[tuple[str, bytes]] = Field(
@@ -131,7 +163,8 @@ def build_report(
 ) -> RunReport:
     fork_step = record.fork_step if record is not None and record.parent_run else None
     chosen = state.get("chosen_step")
-    steps = [step_report(step, store, chosen=chosen, fork_step=fork_step) for step in state.get("steps", [])]
+    recorded = state.get("steps", [])
+    steps = [step_report(step, store, chosen=chosen, fork_step=fork_step, steps=recorded) for step in recorded]
     return RunReport(
         run_id=run_id,
         requirement=state.get("requirement") or (record.requirement if record else ""),
@@ -182,14 +215,22 @@ def _parent(record: RunRecord | None, all_runs: list[RunRecord]) -> RelatedRun |
     return _related(parent).model_copy(update={"fork_step": record.fork_step})
 
 
-def step_report(step: Step, store: BlobStore, *, chosen: int | None, fork_step: int | None) -> StepReport:
+def step_report(
+    step: Step, store: BlobStore, *, chosen: int | None, fork_step: int | None, steps: Sequence[Step] = ()
+) -> StepReport:
     page = _json_blob(store, step.get("page")) or {}
+    base, base_known = base_files(step, steps)
     return StepReport.of(
         step,
         chosen=step["index"] == chosen,
         inherited=fork_step is not None and step["index"] <= fork_step,
         problems=list(step["problems"] or []),
         changed=list(step.get("changed") or []),
+        changes=file_changes(step, base, store),
+        base_known=base_known,
+        reply=_text_blob(store, step.get("completion")),
+        visible_error=step.get("visible_error", ""),
+        gui_error=step.get("gui_error", ""),
         page_errors=[*page.get("page_errors", []), *page.get("console_errors", [])],
         screenshot=_bytes_blob(store, step.get("screenshot")),
         other_pages=[
@@ -220,7 +261,81 @@ def gui_test(step: Step, store: BlobStore) -> GuiTest | None:
         stopped_reason=run.get("stopped_reason", ""),
         errors=list(run.get("errors", [])),
         final_screenshot=_bytes_blob(store, run.get("final_screenshot")),
+        frames=gui_frames(run, store),
     )
+
+
+def gui_frames(run: dict[str, Any], store: BlobStore) -> list[GuiFrame]:
+    """The agent's steps, each with the page it saw and the actions it took there."""
+    actions = [GuiAction.model_validate(a) for a in run.get("actions", [])]
+    return [
+        GuiFrame(
+            step=frame["step"],
+            url=frame.get("url", ""),
+            image=_bytes_blob(store, frame.get("screenshot")),
+            actions=[a for a in actions if a.step == frame["step"]],
+        )
+        for frame in run.get("frames", [])
+    ]
+
+
+def base_files(step: Step, steps: Sequence[Step]) -> tuple[str | None, bool]:
+    """The manifest the step's edit was applied to, and whether it is known.
+
+    Recorded by the executor; for runs recorded before that, the parent's files (which the edit
+    was applied to unless the parent's own edit was refused), and nothing for a first step.
+    """
+    if "base_files" in step:
+        return step.get("base_files"), True
+    parent = step["parent"]
+    if parent is None:
+        return None, False
+    by_index = {s["index"]: s for s in steps}
+    while parent is not None and parent in by_index and not by_index[parent].get("files"):
+        parent = by_index[parent]["parent"]  # a control or malformed step stands for its parent's files
+    return (by_index[parent].get("files") if parent in by_index else None), parent in by_index
+
+
+def file_changes(step: Step, base: str | None, store: BlobStore) -> list[FileChange]:
+    """Each changed file's text before and after the step's edit."""
+    changed = list(step.get("changed") or [])
+    if not changed:
+        return []
+    before = _manifest(store, base)
+    after = _manifest(store, step.get("files"))
+    return [_file_change(path, before.get(path), after.get(path), store) for path in changed]
+
+
+def _file_change(path: str, before_hash: str | None, after_hash: str | None, store: BlobStore) -> FileChange:
+    old = _bytes_blob(store, before_hash) or b""
+    new = _bytes_blob(store, after_hash) or b""
+    status: Literal["added", "modified", "deleted"] = (
+        "added" if before_hash is None else "deleted" if after_hash is None else "modified"
+    )
+    texts = [_text_or_none(old), _text_or_none(new)]
+    if texts[0] is None or texts[1] is None:
+        return FileChange(path=path, status=status, binary=True, bytes_before=len(old), bytes_after=len(new))
+    return FileChange(
+        path=path, status=status, before=texts[0], after=texts[1], bytes_before=len(old), bytes_after=len(new)
+    )
+
+
+def _text_or_none(data: bytes) -> str | None:
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _manifest(store: BlobStore, digest: str | None) -> dict[str, str]:
+    if not digest:
+        return {}
+    try:
+        return store.manifest(digest)
+    except KeyError:
+        return {}
 
 
 def node_costs(step: Step) -> list[NodeCost]:

@@ -27,6 +27,7 @@ from webgen_agent.tools.gui_agent.views import (
     MAX_ACTIONS_PER_STEP,
     GuiAction,
     GuiAgentSettings,
+    GuiFrame,
     GuiRun,
     StoppedReason,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PINNED_BROWSER_USE",
     "GuiAction",
     "GuiAgentSettings",
+    "GuiFrame",
     "GuiRun",
     "GuiSession",
     "StoppedReason",

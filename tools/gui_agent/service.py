@@ -34,6 +34,7 @@ from webgen_agent.tools.gui_agent.steps import (
     ENDPOINT_FAILURE_LIMIT,
     Budget,
     capture,
+    collect_frames,
     collect_history,
     endpoint_watching_chat,
     last_history_png,
@@ -364,6 +365,7 @@ async def _run(
         "vlm", Usage(input_tokens=usage.total_prompt_tokens, output_tokens=usage.total_completion_tokens, calls=steps)
     )
     final_png = budget.final_png or last_history_png(agent)
+    frames = await asyncio.to_thread(collect_frames, agent)  # before the agent's folder is removed
     await asyncio.to_thread(_remove_agent_directory, agent)
     return GuiRun(
         final_answer=agent.history.final_result() if agent.history.is_done() else None,
@@ -371,6 +373,7 @@ async def _run(
         actions=actions,
         steps=steps,
         final_screenshot_png=final_png,
+        frames=frames,
         errors=history_errors + errors,
         input_tokens=usage.total_prompt_tokens,
         output_tokens=usage.total_completion_tokens,

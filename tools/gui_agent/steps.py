@@ -10,20 +10,27 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import io
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from webgen_agent.tools.gui_agent.views import GuiAction, StoppedReason
+from webgen_agent.tools.gui_agent.views import GuiAction, GuiFrame, StoppedReason
 
 if TYPE_CHECKING:
     from browser_use import Agent
+    from browser_use.dom.views import DOMInteractedElement
 
 logger = logging.getLogger(__name__)
 
 ENDPOINT_FAILURE_LIMIT = 2  # model calls in a row that failed even after retries: stop, the endpoint is down
 _TEXT_LIMIT = 300
+_TARGET_LIMIT = 80
+# Attributes that name an element when it has no accessible name, in the order tried.
+_NAMING_ATTRIBUTES = ("aria-label", "placeholder", "title", "alt", "name", "id", "value", "href")
+FRAME_WIDTH = 480  # px: frames are for a report's strip, not for the model
+FRAME_QUALITY = 70
 
 
 @dataclass
@@ -133,6 +140,20 @@ def endpoint_watching_chat() -> type:
     return EndpointWatchingChatOpenAI
 
 
+def element_label(element: DOMInteractedElement | None) -> str | None:
+    """An element as a person reads it: its role (or tag) and its accessible name or a naming attribute."""
+    if element is None:
+        return None
+    attributes = element.attributes or {}
+    kind = attributes.get("role") or element.node_name.lower()
+    if element.ax_name and element.ax_name.strip():
+        return f'{kind} "{short(element.ax_name[:_TARGET_LIMIT])}"'
+    for name in _NAMING_ATTRIBUTES:
+        if attributes.get(name, "").strip():
+            return f'{kind} {name}="{short(attributes[name][:_TARGET_LIMIT])}"'
+    return kind
+
+
 def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
     actions: list[GuiAction] = []
     errors: list[str] = []
@@ -146,7 +167,8 @@ def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
                 errors.append(short(result.error) or "")
         if item.model_output is None or step == 0:
             continue  # a failed model call, or the initial navigation
-        for action, result in zip(item.model_output.action, item.result, strict=False):
+        elements = list(item.state.interacted_element or [])
+        for position, (action, result) in enumerate(zip(item.model_output.action, item.result, strict=False)):
             dumped = action.model_dump(exclude_unset=True)
             if not dumped:
                 continue
@@ -157,6 +179,7 @@ def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
                     step=step,
                     name=name,
                     params=params,
+                    target=element_label(elements[position] if position < len(elements) else None),
                     result=short(result.extracted_content or result.long_term_memory),
                     error=short(result.error),
                 )
@@ -176,6 +199,33 @@ def why_stopped(agent: Agent, budget: Budget, timed_out: bool, max_steps: int) -
     if budget.cap_reached or agent.state.n_steps > max_steps:
         return "max_actions"
     return "error"
+
+
+def collect_frames(agent: Agent) -> list[GuiFrame]:
+    """The screenshot the agent saw before each of its steps, as small JPEGs (reads files: call in a thread).
+
+    browser-use keeps them as files in the agent's folder, which is removed after the run.
+    """
+    frames = []
+    for item in agent.history.history:
+        step = item.metadata.step_number if item.metadata is not None else 0
+        encoded = item.state.get_screenshot() if item.model_output is not None and step > 0 else None
+        if encoded:
+            frames.append(GuiFrame(step=step, url=item.state.url, jpeg=thumbnail(base64.b64decode(encoded))))
+    return frames
+
+
+def thumbnail(png: bytes) -> bytes:
+    """``png`` scaled to ``FRAME_WIDTH`` as a JPEG: a tenth of the bytes, enough to follow the test."""
+    from PIL import Image  # a dependency of browser-use; imported only where frames are made
+
+    with Image.open(io.BytesIO(png)) as opened:
+        image = opened.convert("RGB")
+    if image.width > FRAME_WIDTH:
+        image = image.resize((FRAME_WIDTH, round(image.height * FRAME_WIDTH / image.width)))
+    out = io.BytesIO()
+    image.save(out, format="JPEG", quality=FRAME_QUALITY)
+    return out.getvalue()
 
 
 def last_history_png(agent: Agent) -> bytes | None:

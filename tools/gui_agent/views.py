@@ -48,8 +48,22 @@ class GuiAction(BaseModel):
     step: int = Field(description="Agent step (1-based) the action belongs to.")
     name: str = Field(description="browser-use action name, e.g. click, input, scroll, done.")
     params: dict[str, Any] = Field(default_factory=dict)
+    target: str | None = Field(
+        default=None,
+        description="The element acted on as a person reads it (role or tag and its name), e.g. 'button \"Add item\"'.",
+    )
     result: str | None = Field(default=None, description="Short result text the agent saw.")
     error: str | None = Field(default=None, description="Short error text, when the action failed.")
+
+
+class GuiFrame(BaseModel):
+    """The page as the agent saw it before one of its steps: a small JPEG, for people to look at."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
+    step: int = Field(description="Agent step (1-based) whose actions followed.")
+    url: str = ""
+    jpeg: bytes = Field(repr=False)
 
 
 class GuiRun(BaseModel):
@@ -62,6 +76,7 @@ class GuiRun(BaseModel):
     actions: list[GuiAction] = Field(default_factory=list)
     steps: int = Field(default=0, description="Agent steps taken (model calls that returned or failed).")
     final_screenshot_png: bytes | None = Field(default=None, description="PNG of the page at the end.")
+    frames: list[GuiFrame] = Field(default_factory=list, description="The page before each agent step.")
     errors: list[str] = Field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
