@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -63,9 +62,9 @@ async def test_generated_code_finds_no_devtools_endpoint(shared_browser: SharedB
     await shared_browser.start()
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    result = await run_command(
-        [sys.executable, "-c", DEVTOOLS_SCAN], cwd=workspace, timeout_s=120, sandbox=Confinement(workspace=workspace)
-    )
+    # The system Python: the agent's own (a virtualenv) is absent inside.
+    scan = ["/usr/bin/python3", "-c", DEVTOOLS_SCAN]
+    result = await run_command(scan, cwd=workspace, timeout_s=120, sandbox=Confinement(workspace=workspace))
     assert result.ok, result.output_tail
     found = set(json.loads(result.output_tail.split("FOUND", 1)[1]))
     # Other browsers on a shared test machine may have ports; ours must have none at all.

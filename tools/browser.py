@@ -40,7 +40,7 @@ from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, capture_page
 from webgen_agent.tools.devtools_pipe import DevToolsPipe
 from webgen_agent.tools.origin import NAVIGATION, confine_to_origin
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
-from webgen_agent.tools.sandbox import sandbox_problem
+from webgen_agent.tools.sandbox import sandbox_problem, system_binds
 
 logger = logging.getLogger(__name__)
 
@@ -65,30 +65,10 @@ CHROMIUM_FLAGS = (
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
 )
 
-# Chromium's view when confined: the system's programs and libraries, the /etc entries a browser
-# reads (fonts, certificates, name resolution), its profile. Nothing of the agent's: no homes, no
-# database, no runs folder, no other /etc files (a uid mapped to root outside could read them).
-_SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
-_ETC_ENTRIES = (
-    "fonts",
-    "ssl",
-    "ca-certificates",
-    "resolv.conf",
-    "hosts",
-    "host.conf",
-    "gai.conf",
-    "nsswitch.conf",
-    "passwd",
-    "group",
-    "localtime",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "alternatives",
-    "chromium",
-    "chromium.d",
-    "mime.types",
-)
+# Chromium's view when confined: the system folders and /etc entries every sandbox shows
+# (``sandbox.system_binds``), what a browser reads besides (fonts, its own settings), its profile.
+# Nothing of the agent's: no homes, no database, no runs folder.
+_BROWSER_EXTRAS = ("/etc/fonts", "/etc/chromium", "/etc/chromium.d", "/var/cache/fontconfig")
 _BASH = shutil.which("bash") or "/bin/bash"
 _UNPRIVILEGED_UID = 65534  # "nobody": a root agent's Chromium runs as this user, never as root
 
@@ -103,16 +83,11 @@ def _jail_args(chromium_path: str, profile: Path, uid: int) -> list[str]:
     # Its own pid, ipc and uts namespaces; the host's network (pages load the site's forwarded port
     # and public resources). No --disable-userns: Chromium's own sandbox makes user namespaces.
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--cap-drop", "ALL"]
-    for folder in _SYSTEM_FOLDERS:
-        if os.path.islink(folder):
-            args += ["--symlink", os.readlink(folder), folder]
-        elif os.path.isdir(folder):
-            args += ["--ro-bind", folder, folder]
-    for entry in _ETC_ENTRIES:
-        args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
-    args += ["--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"]
+    args += system_binds()
+    for extra in _BROWSER_EXTRAS:
+        args += ["--ro-bind-try", extra, extra]
     install = Path(chromium_path).resolve().parent  # e.g. Playwright's download under a home folder
-    if not any(install.is_relative_to(folder) for folder in _SYSTEM_FOLDERS):
+    if not install.is_relative_to("/usr"):
         args += ["--ro-bind", str(install), str(install)]
     args += ["--dev", "/dev", "--proc", "/proc", "--size", str(512 * 1024 * 1024), "--tmpfs", "/tmp"]
     args += ["--bind", str(profile), str(profile), "--chdir", str(profile)]
