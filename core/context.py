@@ -310,7 +310,10 @@ class Settings(BaseSettings):
         base_url = getattr(self, f"{role}_base_url") or self.base_url
         env = role.upper()
         if not model:
-            raise ConfigError(f"No {role} model: pass --{role}-model or set WEBGEN_{env}_MODEL.")
+            raise ConfigError(
+                f"No {role} model: pass --model (every role) or --{role}-model, or set WEBGEN_MODEL or "
+                f"WEBGEN_{env}_MODEL."
+            )
         if not base_url:
             raise ConfigError(
                 f"No endpoint for the {role} model: pass --base-url / --{role}-base-url "

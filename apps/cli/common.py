@@ -45,6 +45,8 @@ _MODEL_FLAGS: list[tuple[str, str]] = [
     ("model_timeout", "Seconds before a hanging model call is cut and retried (default 600)."),
 ]
 
+_SECONDS_FLAGS = frozenset({"patience", "model_timeout"})
+
 # Prices in USD per million tokens (docs/costs.md); unknown unless given (flag or WEBGEN_<NAME>).
 _PRICE_FLAGS: list[tuple[str, str]] = [
     ("price_in", "USD per million input tokens, every role (default: WEBGEN_PRICE_IN; unknown if unset)."),
@@ -69,12 +71,14 @@ def with_model_flags(fn: Any) -> Any:
         if p.name != "settings"
     ]
     for name, help_text in _MODEL_FLAGS:
+        seconds = name in _SECONDS_FLAGS
+        option = typer.Option(help=help_text, rich_help_panel="Models", **({"min": 0} if seconds else {}))
         params.append(
             inspect.Parameter(
                 name,
                 inspect.Parameter.KEYWORD_ONLY,
                 default=None,
-                annotation=Annotated[str | None, typer.Option(help=help_text, rich_help_panel="Models")],
+                annotation=Annotated[float | None, option] if seconds else Annotated[str | None, option],
             )
         )
     for name, help_text in _PRICE_FLAGS:

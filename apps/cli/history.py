@@ -9,12 +9,15 @@ import typer
 from rich.table import Table
 
 from webgen_agent.apps.cli.common import (
+    BudgetTokensFlag,
+    BudgetUsdFlag,
     check_before_run,
     console,
     db_option,
     existing_db,
     fail,
     make_context,
+    no_sandbox_option,
     recorded_run,
     recorded_settings,
     resolve_db,
@@ -99,6 +102,9 @@ def fork(
     out: Annotated[Path | None, typer.Option(help="Output folder of the new run.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step budget of the new run (counts all steps).")] = None,
     review: ReviewFlag = None,
+    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    budget_usd: BudgetUsdFlag = None,
+    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
 ) -> None:
@@ -107,13 +113,18 @@ def fork(
     from webgen_agent.tools.models import ModelCallError
 
     database = existing_db(settings.db)
-    recorded = with_recorded(settings, recorded_settings(recorded_run(database, run_id)))
+    recorded = with_recorded(
+        settings,
+        recorded_settings(recorded_run(database, run_id)),
+        budget_usd=budget_usd,
+        budget_tokens=budget_tokens,
+    )
     if max_steps is not None:
         recorded["max_steps"] = max_steps
     points = review_flag_points(review)
     if points is not None:
         recorded["review"] = points
-    context = make_context(settings, **recorded)
+    context = make_context(settings, no_sandbox=no_sandbox, **recorded)
     check_before_run(context, resolve_db(settings.db))
     try:
         result = run_async(

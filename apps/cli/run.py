@@ -70,6 +70,9 @@ def run(
     review: ReviewFlag = None,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Coder sampling temperature (default 0.5).")] = None,
+    top_p: Annotated[float | None, typer.Option(min=0, max=1, help="Coder nucleus sampling.")] = None,
+    gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
     *,
     settings: Settings,
 ) -> None:
@@ -80,9 +83,12 @@ def run(
     if not requirement.strip():
         fail('the requirement is empty: say what website to build, e.g. "A todo list with due dates"')
 
+    sampling = {"coder_temperature": temperature, "coder_top_p": top_p}
+    settings = settings.model_copy(update={k: v for k, v in sampling.items() if v is not None})
     context = make_context(
         settings,
         no_sandbox=no_sandbox,
+        gui_max_actions=gui_max_actions,
         max_steps=max_steps,
         error_limit=error_limit,
         critic=critic,
