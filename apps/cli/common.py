@@ -72,7 +72,7 @@ def with_model_flags(fn: Any) -> Any:
     ]
     for name, help_text in _MODEL_FLAGS:
         seconds = name in _SECONDS_FLAGS
-        option = typer.Option(help=help_text, rich_help_panel="Models", **({"min": 0} if seconds else {}))
+        option = typer.Option(help=help_text, rich_help_panel="Models", min=0 if seconds else None)
         params.append(
             inspect.Parameter(
                 name,
