@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,14 @@ async def preview_folder(
     """Install if needed, start, load the page; write the PNG; report what happened."""
     scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix="webgen-preview-")
     registry = ProcessRegistry(Path(scratch.name) / "processes.json")
+    # A copy runs, not the folder: an install would leave node_modules, a lockfile and our marker in
+    # the user's project.
+    project = Path(scratch.name) / "project"
+    await asyncio.to_thread(
+        shutil.copytree, folder.resolve(), project, symlinks=True, ignore=shutil.ignore_patterns("node_modules", ".git")
+    )
     runner = SiteRunner(
-        await asyncio.to_thread(folder.resolve),
+        project,
         registry=registry,
         start_timeout_s=start_timeout_s,
         log_dir=Path(scratch.name) / "logs",

@@ -73,3 +73,21 @@ def test_preview_screenshots_a_static_folder_and_reports_a_broken_one(tmp_path, 
     assert bad.returncode == 1
     report = json.loads(bad.stdout)
     assert "kaboom" in (report["render_error"] or "")
+
+
+def test_preview_leaves_the_users_folder_as_it_was(tmp_path, chromium_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    server = (
+        "require('http').createServer((q, r) => r.end('<h1>Served</h1>')).listen(process.env.PORT || 3000, '127.0.0.1')"
+    )
+    (project / "server.js").write_text(server)
+    (project / "package.json").write_text(
+        json.dumps({"name": "p", "version": "1.0.0", "scripts": {"dev": "node server.js"}, "dependencies": {}})
+    )
+    before = sorted(p.name for p in project.iterdir())
+    result = cli(
+        "preview", str(project), "--screenshot", str(tmp_path / "p.png"), env={"WEBGEN_CHROMIUM": chromium_path}
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(p.name for p in project.iterdir()) == before  # no node_modules, lockfile or marker
