@@ -23,8 +23,9 @@ async def preview_folder(
     # A copy runs, not the folder: an install would leave node_modules, a lockfile and our marker in
     # the user's project.
     project = Path(scratch.name) / "project"
+    source = await asyncio.to_thread(folder.resolve)
     await asyncio.to_thread(
-        shutil.copytree, folder.resolve(), project, symlinks=True, ignore=shutil.ignore_patterns("node_modules", ".git")
+        shutil.copytree, source, project, symlinks=True, ignore=shutil.ignore_patterns("node_modules", ".git")
     )
     runner = SiteRunner(
         project,
