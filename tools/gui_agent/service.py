@@ -301,6 +301,7 @@ def _build_agent(
         file_system_path=str(run_files.files / "agent"),
         calculate_cost=False,  # would fetch a price list from the internet
         enable_signal_handler=False,  # a library must not take over Ctrl+C
+        extend_system_message=settings.system_rule or None,
     )
 
 
