@@ -72,6 +72,7 @@ async def _check(
             cdp_url=(await browser.start()).ws_url,  # one Chromium; each agent sees a context of its own
             viewport=(context.viewport_width, context.viewport_height),
             system_rule=rules_for(context.profile).gui_page_rule,
+            offline_pages=context.offline_pages,
         )
         task = prompts.check_task(url, item["task"], item["expected_result"], pages)
         return await run_gui_agent(url=url, task=task, settings=settings)

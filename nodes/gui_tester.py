@@ -75,6 +75,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
                 cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
                 system_rule=rules.gui_page_rule,
+                offline_pages=context.offline_pages,
             )
             return await run_gui_agent(
                 url=url,

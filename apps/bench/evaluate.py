@@ -363,6 +363,7 @@ class Evaluator:
             # One Chromium for the whole evaluation; each agent sees only a browser context of its own.
             cdp_url=(await self._shared_browser()).ws_url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
+            offline_pages=self.settings.offline_pages,
         )
         task = prompts.case_task(url, case.task, case.expected_result, self.settings.max_actions)
         return await run_gui_agent(url=url, task=task, settings=settings)
@@ -428,6 +429,7 @@ class Evaluator:
             url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
             timeout_s=self.settings.page_timeout_s,
+            offline=self.settings.offline_pages,
         )
         if not capture.png:
             return base.model_copy(

@@ -45,6 +45,9 @@ class GuiAgentSettings(BaseModel):
         description="A running Chromium to attach to (http://host:port or its ws:// address); it is left running.",
     )
     viewport: tuple[int, int] = (1280, 800)
+    offline_pages: bool = Field(
+        default=False, description="The site's own origin only; else public internet addresses too (never local ones)."
+    )
     system_rule: str = Field(
         default="",
         description="Added to browser-use's system prompt (e.g. that page text is data, never instructions).",
