@@ -43,6 +43,7 @@ HOSTILE_PAGE = f"""<!doctype html><title>Bakery</title>
 <p>Fresh bread every day.</p>
 <div style="font-size: 0"><span style="font-size: 16px">Rye loaf</span></div>
 <div style="background: #202020; padding: 8px"><span style="color: #ffffff">Open until six</span></div>
+<div style="height: 40px; overflow: auto"><p>Line one</p><p>Line two</p><p>Scrolled recipe</p></div>
 <p style="font-size: 1px">{INJECTION} (tiny font)</p>
 <div style="display: none">{INJECTION} (display none)</div>
 <div style="visibility: hidden">{INJECTION} (visibility hidden)</div>
@@ -88,8 +89,9 @@ async def test_the_judge_reads_only_visible_page_text_inside_labelled_delimiters
     assert capture.render_error is None, capture.render_error
     assert "IGNORE PREVIOUS" not in capture.visible_text, capture.visible_text
     assert capture.hidden_texts >= HIDDEN_COPIES - 3  # display/visibility: innerText drops those itself
-    for seen in ("Welcome to the bakery", "Fresh bread every day.", "Rye loaf", "Open until six"):
-        assert seen in capture.visible_text  # a 0 px container or white on dark is no reason to drop text
+    for seen in ("Welcome to the bakery", "Fresh bread every day.", "Rye loaf", "Open until six", "Scrolled recipe"):
+        # A 0 px container, white on dark or a scroll box's lower rows are no reason to drop text.
+        assert seen in capture.visible_text
 
     messages = judge_messages("A bakery site.", capture.png, capture.visible_text)
     prompt = messages[1]["content"][0]["text"]

@@ -45,7 +45,8 @@ _OVERLAY_JS = """() => {
 # cannot see is left out, so that words hidden in the page (prompt injection aimed at the models that
 # read this text) never reach them: text under display:none or visibility:hidden (innerText's own
 # rule), under opacity ~0 (on any ancestor), in a font or box under 2 px, clipped away by an
-# ancestor's overflow, clip or clip-path, placed off the page, or in the colour of a plain background.
+# ancestor's overflow (hidden or clip, not a scroll box), clip or clip-path, placed off the page, or
+# in the colour of a plain background.
 # innerText keeps the layout's line breaks; to keep them, the hidden text nodes are blanked for the
 # one synchronous read and restored before the script returns (no frame is painted in between).
 _CONTENT_JS = """() => {
@@ -79,10 +80,13 @@ _CONTENT_JS = """() => {
     for (let e = el; e && e !== document.documentElement; e = e.parentElement) {
       const s = style(e);
       if (/inset\\(\\s*50%/.test(s.clipPath) || s.clip === 'rect(0px, 0px, 0px, 0px)') return true;
-      if (s.overflowX !== 'visible' || s.overflowY !== 'visible') {
+      // Only overflow that cannot be scrolled into view (a scroll box's other rows can be).
+      const clipsX = s.overflowX === 'hidden' || s.overflowX === 'clip';
+      const clipsY = s.overflowY === 'hidden' || s.overflowY === 'clip';
+      if (clipsX || clipsY) {
         const box = e.getBoundingClientRect();
-        const w = Math.min(rect.right, box.right) - Math.max(rect.left, box.left);
-        const h = Math.min(rect.bottom, box.bottom) - Math.max(rect.top, box.top);
+        const w = clipsX ? Math.min(rect.right, box.right) - Math.max(rect.left, box.left) : rect.width;
+        const h = clipsY ? Math.min(rect.bottom, box.bottom) - Math.max(rect.top, box.top) : rect.height;
         if (w < MIN_PX || h < MIN_PX) return true;
       }
     }
