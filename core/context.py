@@ -195,6 +195,10 @@ class AgentContext(BaseModel):
     install_timeout_s: float = Field(default=300.0, description="npm install deadline.")
     start_timeout_s: float = Field(default=60.0, description="Dev server must answer HTTP by then.")
     page_timeout_s: float = Field(default=20.0, description="Page load deadline for screenshots.")
+    offline_pages: bool = Field(
+        default=False,
+        description="Pages reach their own origin only: no public internet subresources (CDN scripts and styles, web fonts, remote images); local and private addresses are refused either way.",
+    )
     gui_timeout_s: float = Field(default=300.0, description="Whole GUI-test deadline.")
     chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")
     runs_dir: str = Field(default=str(DEFAULT_RUNS_DIR), description="Output folders go under here.")

@@ -55,6 +55,7 @@ RUN_SETTINGS = (
     "requirement_checks",
     "scaffold",
     "max_pages",
+    "offline_pages",
     "review",
     "prices",
     "budget_usd",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -23,21 +22,12 @@ from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import RequirementItem, RequirementList
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, edit_step, node, prepared_workspace, usage_record
+from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
 
-_ANSWER = re.compile(r"^\W*(YES|PARTIAL(?:LY)?|NO)\b", re.IGNORECASE)
 CHECKS_AT_ONCE = 2  # GUI agents of one page side by side (each ~1 renderer)
-
-
-def answer_verdict(text: str | None) -> str | None:
-    """YES / PARTIAL / NO when a final answer starts with one of them, else None."""
-    match = _ANSWER.match(text or "")
-    if match is None:
-        return None
-    word = match.group(1).upper()
-    return "PARTIAL" if word.startswith("PARTIAL") else word
 
 
 def instruction_key(requirement: str) -> str:
@@ -81,13 +71,15 @@ async def _check(
             chromium_path=await asyncio.to_thread(find_chromium, context.chromium),
             cdp_url=(await browser.start()).ws_url,  # one Chromium; each agent sees a context of its own
             viewport=(context.viewport_width, context.viewport_height),
+            system_rule=rules_for(context.profile).gui_page_rule,
+            offline_pages=context.offline_pages,
         )
         task = prompts.check_task(url, item["task"], item["expected_result"], pages)
         return await run_gui_agent(url=url, task=task, settings=settings)
 
 
 def check_record(position: int, item: dict[str, str], run: GuiRun | None, why: str = "") -> dict[str, Any]:
-    verdict = answer_verdict(run.final_answer) if run is not None else None
+    verdict = leading_answer(run.final_answer) if run is not None else None
     if run is None:
         source, reason = "not_run", why
     elif verdict is None:

@@ -207,6 +207,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             result.url,
             viewport=(context.viewport_width, context.viewport_height),
             timeout_s=context.page_timeout_s,
+            offline=context.offline_pages,
         )
         execution["capture_s"] = capture.seconds
         site.note_page(capture.module_paths, capture.failed_module_paths)

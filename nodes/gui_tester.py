@@ -14,7 +14,6 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
-from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.gui_testing import (
     UpstreamGuiResult,
@@ -43,6 +42,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     target = edit_step(state)
     if target is None:
         raise RuntimeError("gui_tester reached with no code-edit step to test")
+    rules = rules_for(context.profile)
     usage = Usage()
     instruction = state.get("test_instruction")
     update: Update = {}
@@ -74,10 +74,12 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
                 chromium_path=chromium,
                 cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
+                system_rule=rules.gui_page_rule,
+                offline_pages=context.offline_pages,
             )
             return await run_gui_agent(
                 url=url,
-                task=prompts.gui_task(url, instruction, await page_paths(target)),
+                task=rules.gui_task(url, instruction, await page_paths(target)),
                 settings=settings,
                 prepared=ahead,
             )
@@ -88,7 +90,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         if run.endpoint_down:
             raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
-    if rules_for(context.profile).judging == "upstream":
+    if rules.judging == "upstream":
         upstream = await upstream_gui_result(context, instruction, run)
         update.update(
             upstream_update(
@@ -96,7 +98,13 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             )
         )
         return update
-    answer = await ask_structured(context.feedback, "feedback", verdict_messages(state, instruction, run), GuiVerdict)
+    answer = await ask_structured(
+        context.feedback,
+        "feedback",
+        verdict_messages(state, instruction, run),
+        GuiVerdict,
+        strict=rules.strict_verdicts,
+    )
     usage = usage + answer.usage
     if answer.value is not None:
         passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions

@@ -60,7 +60,12 @@ async def capture_pages(
     viewport = (context.viewport_width, context.viewport_height)
     captures = await asyncio.gather(
         *(
-            browser.capture(urljoin(base_url, path), viewport=viewport, timeout_s=context.page_timeout_s)
+            browser.capture(
+                urljoin(base_url, path),
+                viewport=viewport,
+                timeout_s=context.page_timeout_s,
+                offline=context.offline_pages,
+            )
             for path in paths
         )
     )

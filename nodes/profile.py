@@ -7,7 +7,7 @@ difference is deliberate (docs/fidelity.md lists each rule, both profiles and wh
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +42,23 @@ class ProfileRules:
     # "upstream": best step among every step (control steps carry their GUI grade), a backtrack goes on
     # from that step's own feedback; "default": among code edits, with a note on the rollback.
     selection: Literal["default", "upstream"]
+    # What the page under test says is untrusted (prompt injection). "marked": the GUI agent is told
+    # (task and system prompt) that page text is data, the verdict model gets the agent's report
+    # delimited and labelled as such, and verdicts are read strictly (the answer is the JSON object
+    # alone); "upstream": WebGen-Agent's task, unmarked report and lenient reading. (The default
+    # judge's page text is always delimited: only the default profile's judge reads page text.)
+    page_content: Literal["marked", "upstream"]
+    gui_task: Callable[[str, str, Iterable[str]], str]  # (url, instruction, page paths) -> the GUI agent's task
+
+    @property
+    def strict_verdicts(self) -> bool:
+        """Judge and GUI verdicts must be the JSON object alone, never one found inside prose."""
+        return self.page_content == "marked"
+
+    @property
+    def gui_page_rule(self) -> str:
+        """Added to the GUI agent's system prompt: page text is data (empty: browser-use's own prompt)."""
+        return prompts.GUI_PAGE_RULE if self.page_content == "marked" else ""
 
 
 DEFAULT = ProfileRules(
@@ -56,6 +73,8 @@ DEFAULT = ProfileRules(
     test_instruction_user=prompts.test_instruction_user,
     test_suffix="",
     selection="default",
+    page_content="marked",
+    gui_task=prompts.gui_task,
 )
 
 UPSTREAM = ProfileRules(
@@ -70,6 +89,8 @@ UPSTREAM = ProfileRules(
     test_instruction_user=prompts.upstream_test_instruction_user,
     test_suffix=prompts.UPSTREAM_TEST_SUFFIX,
     selection="upstream",
+    page_content="upstream",
+    gui_task=prompts.upstream_gui_task,
 )
 
 _RULES: dict[str, ProfileRules] = {"default": DEFAULT, "upstream": UPSTREAM}

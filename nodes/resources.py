@@ -91,7 +91,10 @@ class Resources:
         async def open_session() -> GuiSession:
             browser = await self.browser(context)
             return await open_gui_session(
-                url=url, cdp_url=browser.ws_url, viewport=(context.viewport_width, context.viewport_height)
+                url=url,
+                cdp_url=browser.ws_url,
+                viewport=(context.viewport_width, context.viewport_height),
+                offline=context.offline_pages,
             )
 
         task = asyncio.create_task(open_session())

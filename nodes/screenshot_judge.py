@@ -141,7 +141,10 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     page = await blobs.aget_json(step["page"] or "") if step.get("page") else {}
     png = await blobs.aget(step["screenshot"] or "")  # the router sends only captured steps here
     messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), await other_page_shots(step))
-    grading = asyncio.create_task(ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement))
+    strict = rules_for(runtime.context.profile).strict_verdicts
+    grading = asyncio.create_task(
+        ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement, strict=strict)
+    )
     try:
         await _prepare_gui_test_while_waiting(state, step, runtime.context, grading)
         answer = await grading

@@ -298,4 +298,6 @@ async def test_a_confined_context_reaches_only_its_site_and_web_pages_cannot_con
             await asyncio.sleep(0.5)
             assert await fetch(site + "/todo.html") == "ok"
             assert await fetch(endpoint.url.replace("ws://", "http://")) == "blocked"  # another local port
-            assert await fetch("http://example.com/") == "blocked"
+            # Private and link-local addresses too (public hosts: tests/test_hostile_page_network.py).
+            assert await fetch("http://169.254.169.254/latest/meta-data/") == "blocked"
+            assert await fetch("http://10.0.0.1/") == "blocked"

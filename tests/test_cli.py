@@ -91,3 +91,20 @@ def test_preview_leaves_the_users_folder_as_it_was(tmp_path, chromium_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(p.name for p in project.iterdir()) == before  # no node_modules, lockfile or marker
+
+
+def test_offline_pages_is_recorded_with_the_run(tmp_path):
+    """``--offline-pages`` reaches the run's context (its captures and GUI agents) and its record (resume)."""
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
+    from webgen_agent.checkpoints.runs import RunIndex
+    from webgen_agent.core.context import AgentContext
+
+    db = tmp_path / "db.sqlite"
+    failing = Scenario.model_validate({"name": "down", "rules": [{"fault": {"status": 500, "message": "down"}}]})
+    with ScriptedServer(failing) as server:
+        flags = ["--model", "m", "--base-url", server.base_url, "--patience", "1", "--no-sandbox", "--db", str(db)]
+        result = cli("run", "A blog", "--run-id", "offline", "--offline-pages", *flags, "--out", str(tmp_path / "o"))
+    assert result.returncode == 1, result.stderr  # the failing model stops it after the run is recorded
+    assert RunIndex(db).settings("offline")["offline_pages"] is True
+    assert AgentContext.model_fields["offline_pages"].default is False  # public subresources by default

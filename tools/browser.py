@@ -38,7 +38,8 @@ from playwright.async_api import Error as PlaywrightError
 
 from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, capture_page
 from webgen_agent.tools.devtools_pipe import DevToolsPipe
-from webgen_agent.tools.origin import NAVIGATION, confine_to_origin
+from webgen_agent.tools.origin import NAVIGATION, NO_LOOPBACK_BYPASS, confine_to_origin
+from webgen_agent.tools.page_proxy import PagePolicy, PageProxy, site_of
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
 from webgen_agent.tools.sandbox import sandbox_problem, system_binds
 
@@ -63,6 +64,9 @@ CHROMIUM_FLAGS = (
     # Chromium 15x opens the address bar's popup as two hidden WebUI pages per window, i.e. per
     # browser context here: a renderer (~60 MB) for nothing in a headless browser.
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
+    # WebRTC's UDP cannot go through the page proxy: none at all, its TCP only through the proxy.
+    # (The older --force-webrtc-ip-handling-policy is ignored by Chromium 156: STUN packets still left.)
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 # Chromium's view when confined: the system folders and /etc entries every sandbox shows
@@ -170,6 +174,7 @@ class SharedBrowser:
         self._lock: asyncio.Lock | None = None
         self._capture_slots: asyncio.Semaphore | None = None
         self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
+        self._page_proxies: dict[BrowserContext, PageProxy] = {}  # each capture context's own
 
     @property
     def ws_url(self) -> str:
@@ -278,6 +283,9 @@ class SharedBrowser:
             await process.stop(grace_s=2.0)
         if pipe is not None:
             await pipe.close()
+        proxies, self._page_proxies = self._page_proxies, {}
+        for proxy in proxies.values():  # contexts of a dead browser send no close event
+            await proxy.close()
         if self._profile is not None:
             await asyncio.to_thread(shutil.rmtree, self._profile, ignore_errors=True)
             self._profile = None
@@ -297,28 +305,46 @@ class SharedBrowser:
         await self.close()
 
     async def capture(
-        self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0
+        self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0, offline: bool = False
     ) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.
 
-        Captures of concurrent runs share the browser (each in its own context).
+        Captures of concurrent runs share the browser (each in its own context). The page reaches
+        its own origin and public internet addresses, never a local or private one
+        (``tools/page_proxy.py``); ``offline``: its own origin only.
         """
         if self._capture_slots is None:
             self._capture_slots = asyncio.Semaphore(self.max_captures)
         async with self._capture_slots:
-            return await self._capture(url, viewport=viewport, timeout_s=timeout_s)
+            return await self._capture(url, viewport=viewport, timeout_s=timeout_s, offline=offline)
 
     async def _open_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
-        # No downloads: a page that starts one gets it cancelled, nothing reaches the disk.
-        context = await self.browser.new_context(
-            viewport={"width": viewport[0], "height": viewport[1]}, accept_downloads=False
-        )
+        # Every request through a page proxy of the context's own (loopback too); its policy is set
+        # when the context is used (a spare is opened before its site is known), refusing all until then.
+        proxy = await PageProxy(policy=PagePolicy(offline=True)).start()
+        try:
+            # No downloads: a page that starts one gets it cancelled, nothing reaches the disk.
+            context = await self.browser.new_context(
+                viewport={"width": viewport[0], "height": viewport[1]},
+                accept_downloads=False,
+                proxy={"server": proxy.socks_url, "bypass": NO_LOOPBACK_BYPASS},
+            )
+        except BaseException:
+            await proxy.close()
+            raise
+        self._page_proxies[context] = proxy
+        context.on("close", lambda closed: asyncio.ensure_future(self._drop_proxy(closed)))
         try:
             return context, await context.new_page()
         except BaseException:
             with contextlib.suppress(Exception):
                 await context.close()
             raise
+
+    async def _drop_proxy(self, context: BrowserContext) -> None:
+        proxy = self._page_proxies.pop(context, None)
+        if proxy is not None:
+            await proxy.close()
 
     async def _fresh_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
         """A never-used page in a new context: the spare opened after the last capture, or a new one."""
@@ -353,7 +379,7 @@ class SharedBrowser:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(context.close(), 5)
 
-    async def _capture(self, url: str, *, viewport: tuple[int, int], timeout_s: float) -> PageCapture:
+    async def _capture(self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool) -> PageCapture:
         await self.start()
         started = time.monotonic()
         # Keep part of the budget for the screenshot and text of a page that never finished loading.
@@ -361,9 +387,11 @@ class SharedBrowser:
         nav_timeout = max(1.0, timeout_s - reserve)
         context, page = await self._fresh_page(viewport)
         try:
-            blocked = await confine_to_origin(context, page, url)
+            proxy = self._page_proxies[context]
+            proxy.policy = PagePolicy(site=site_of(url), offline=offline)
+            blocked = await confine_to_origin(context, page, url, offline=offline)
             capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
-            capture.blocked_requests = blocked[:MAX_ITEMS]
+            capture.blocked_requests = (blocked + [f"connection to {r}" for r in proxy.refused])[:MAX_ITEMS]
             navigations = [b.removeprefix(NAVIGATION) for b in blocked if b.startswith(NAVIGATION)]
             if navigations and capture.left_site is not None:
                 capture.left_site = navigations[0]

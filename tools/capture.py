@@ -41,11 +41,87 @@ _OVERLAY_JS = """() => {
   return parts.length ? parts.join('\\n') : ((root.textContent || '').trim() || 'Vite error overlay shown');
 }"""
 
-# Visible content: text, or a visible image/canvas/svg/video/iframe with a non-zero size.
+# Visible content: the text a person can see, and whether anything at all is visible. Text a person
+# cannot see is left out, so that words hidden in the page (prompt injection aimed at the models that
+# read this text) never reach them: text under display:none or visibility:hidden (innerText's own
+# rule), under opacity ~0 (on any ancestor), in a font or box under 2 px, clipped away by an
+# ancestor's overflow (hidden or clip, not a scroll box), clip or clip-path, placed off the page, or
+# in the colour of a plain background.
+# innerText keeps the layout's line breaks; to keep them, the hidden text nodes are blanked for the
+# one synchronous read and restored before the script returns (no frame is painted in between).
 _CONTENT_JS = """() => {
   const body = document.body;
   if (!body || body.children.length === 0 && !(body.innerText || '').trim()) return {blank: true, text: ''};
-  const text = (body.innerText || '').trim();
+  const MIN_PX = 2;
+  const styles = new Map();
+  const style = (el) => { if (!styles.has(el)) styles.set(el, getComputedStyle(el)); return styles.get(el); };
+  const rgba = (css) => {
+    const m = /rgba?\\(([^)]*)\\)/.exec(css || '');
+    if (!m) return null;
+    const p = m[1].split(/[\\s,\\/]+/).filter(Boolean).map(parseFloat);
+    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
+  };
+  const backdrop = (el) => {  // the plain colour behind el, or null when an image or gradient may be
+    for (let e = el; e; e = e.parentElement) {
+      const s = style(e);
+      if (s.backgroundImage && s.backgroundImage !== 'none') return null;
+      const c = rgba(s.backgroundColor);
+      if (c && c.a >= 0.99) return c;
+      if (c && c.a > 0) return null;
+    }
+    return {r: 255, g: 255, b: 255, a: 1};
+  };
+  const faded = (el) => {
+    let opacity = 1;
+    for (let e = el; e; e = e.parentElement) opacity *= parseFloat(style(e).opacity || '1');
+    return opacity < 0.05;
+  };
+  const clippedAway = (el, rect) => {
+    for (let e = el; e && e !== document.documentElement; e = e.parentElement) {
+      const s = style(e);
+      if (/inset\\(\\s*50%/.test(s.clipPath) || s.clip === 'rect(0px, 0px, 0px, 0px)') return true;
+      // Only overflow that cannot be scrolled into view (a scroll box's other rows can be).
+      const clipsX = s.overflowX === 'hidden' || s.overflowX === 'clip';
+      const clipsY = s.overflowY === 'hidden' || s.overflowY === 'clip';
+      if (clipsX || clipsY) {
+        const box = e.getBoundingClientRect();
+        const w = clipsX ? Math.min(rect.right, box.right) - Math.max(rect.left, box.left) : rect.width;
+        const h = clipsY ? Math.min(rect.bottom, box.bottom) - Math.max(rect.top, box.top) : rect.height;
+        if (w < MIN_PX || h < MIN_PX) return true;
+      }
+    }
+    return false;
+  };
+  const hidden = (node) => {
+    const el = node.parentElement;
+    if (!el) return true;
+    const s = style(el);
+    // innerText already leaves these out; blanking a <style> would change the page's layout.
+    if (s.display === 'none' || /^(STYLE|SCRIPT|NOSCRIPT|TEMPLATE)$/i.test(el.tagName)) return false;
+    if (parseFloat(s.fontSize) < MIN_PX || faded(el)) return true;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    const rect = range.getBoundingClientRect();
+    if (rect.width < MIN_PX || rect.height < MIN_PX) return true;
+    if (rect.right + scrollX <= 0 || rect.bottom + scrollY <= 0) return true;  // off the page
+    if (clippedAway(el, rect)) return true;
+    const ink = rgba(s.color), paper = backdrop(el);
+    if (ink && ink.a < 0.05) return true;
+    if (ink && paper && Math.abs(ink.r - paper.r) + Math.abs(ink.g - paper.g) + Math.abs(ink.b - paper.b) < 12) return true;
+    return false;
+  };
+  const walker = document.createTreeWalker(body, NodeFilter.SHOW_TEXT);
+  const blanked = [];
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.data.trim() && hidden(node)) blanked.push([node, node.data]);
+  }
+  let text;
+  try {
+    for (const [node] of blanked) node.data = '';
+    text = (body.innerText || '').trim();
+  } finally {
+    for (const [node, data] of blanked) node.data = data;
+  }
   const visible = (el) => {
     const r = el.getBoundingClientRect();
     if (r.width <= 0 || r.height <= 0) return false;
@@ -53,7 +129,7 @@ _CONTENT_JS = """() => {
     return s.visibility !== 'hidden' && s.display !== 'none' && parseFloat(s.opacity || '1') > 0;
   };
   const media = Array.from(document.querySelectorAll('img, canvas, svg, video, iframe, picture, object, embed'));
-  return {blank: !text && !media.some(visible), text};
+  return {blank: !text && !media.some(visible), text, hidden: blanked.length};
 }"""
 
 # Where the page links to (absolute URLs, document order), for multi-page capture.
@@ -88,6 +164,7 @@ class PageCapture(BaseModel):
     closed: bool = Field(default=False, description="The page closed itself (window.close).")
     links: list[str] = Field(default_factory=list, description="Absolute URLs of the page's links, in document order.")
     blank: bool = False
+    hidden_texts: int = Field(default=0, description="Pieces of text a person cannot see (left out of visible_text).")
     load_error: str | None = None
     seconds: float = 0.0
 
@@ -239,6 +316,7 @@ async def capture_page(page: Page, url: str, *, nav_timeout: float, reserve: flo
         content = await asyncio.wait_for(page.evaluate(_CONTENT_JS), step_timeout)
         result.visible_text = str(content.get("text") or "")[:_MAX_TEXT]
         result.blank = bool(content.get("blank"))
+        result.hidden_texts = int(content.get("hidden") or 0)
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         links = await asyncio.wait_for(page.evaluate(_LINKS_JS), step_timeout)
         result.links = [str(link) for link in links if isinstance(link, str)]

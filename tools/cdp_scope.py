@@ -35,6 +35,7 @@ from websockets.http11 import Request, Response
 
 from webgen_agent.tools.devtools_pipe import split_unix_url
 from webgen_agent.tools.origin import context_proxy
+from webgen_agent.tools.page_proxy import PagePolicy, PageProxy, site_of
 
 logger = logging.getLogger(__name__)
 
@@ -251,20 +252,34 @@ def connect_browser(url: str, timeout_s: float) -> Any:
 
 @contextlib.asynccontextmanager
 async def scoped_cdp_endpoint(
-    cdp_url: str, *, confine_to: str | None = None, connect_timeout_s: float = 10.0
+    cdp_url: str, *, confine_to: str | None = None, offline: bool = False, connect_timeout_s: float = 10.0
 ) -> AsyncIterator[ScopedEndpoint]:
     """An endpoint (ws://127.0.0.1) through which the browser at ``cdp_url`` shows only a fresh context.
 
     Each client that connects gets its own new context, removed when it disconnects; the endpoint
     closes when the block ends (dropping any client still connected). With ``confine_to`` (a site
-    URL) the context can reach that site's host and port only (``origin.context_proxy``). Clients
+    URL) the context follows the page network policy (``tools/page_proxy.py``): that site's host and
+    port, public internet addresses unless ``offline``, never a local or private one. Clients
     that send an Origin header (web pages) are refused: only programs may connect.
     """
     browser_url = await browser_websocket_url(cdp_url)
+    async with contextlib.AsyncExitStack() as stack:
+        proxy = None
+        if confine_to:
+            policy = PagePolicy(site=site_of(confine_to), offline=offline)
+            proxy = await stack.enter_async_context(PageProxy(policy=policy))
+        async with _scoped_endpoint(browser_url, confine_to, proxy, connect_timeout_s) as endpoint:
+            yield endpoint
 
+
+@contextlib.asynccontextmanager
+async def _scoped_endpoint(
+    browser_url: str, confine_to: str | None, proxy: PageProxy | None, connect_timeout_s: float
+) -> AsyncIterator[ScopedEndpoint]:
     async def handle(client: ServerConnection) -> None:
         async with connect_browser(browser_url, connect_timeout_s) as browser:
-            params = {"disposeOnDetach": True, **(context_proxy(confine_to) if confine_to else {})}
+            confined = context_proxy(confine_to, proxy.socks_url) if confine_to and proxy else {}
+            params = {"disposeOnDetach": True, **confined}
             created = await asyncio.wait_for(
                 _command(browser, "Target.createBrowserContext", params), connect_timeout_s
             )

@@ -302,15 +302,25 @@ async def complete(settings: ModelSettings, role: Role, messages: list[Message])
 _JSON_BLOCK = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
 
 
-def parse_json_answer(text: str, schema: type[T]) -> T:
-    """Validate a model's JSON answer, also when wrapped in prose or a code fence."""
+_WHOLE_FENCE = re.compile(r"\A\s*```(?:json)?\s*(\{.*\})\s*```\s*\Z", re.DOTALL)
+
+
+def parse_json_answer(text: str, schema: type[T], *, strict: bool = False) -> T:
+    """Validate a model's JSON answer, also when wrapped in prose or a code fence.
+
+    ``strict``: the whole answer must be the object (a code fence around it is allowed). A verdict
+    read from inside prose could be an object the model only quoted, e.g. from the page it judged.
+    """
     if "{" not in text:
         raise ValueError("no JSON object found")
     candidates = [text.strip()]
-    candidates += _JSON_BLOCK.findall(text)
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
+    if strict:
+        candidates += _WHOLE_FENCE.findall(text)
+    else:
+        candidates += _JSON_BLOCK.findall(text)
+        start, end = text.find("{"), text.rfind("}")
+        if 0 <= start < end:
+            candidates.append(text[start : end + 1])
     last_error: Exception | None = None
     for candidate in candidates:
         try:
@@ -343,9 +353,16 @@ def _rejects_response_format(exc: ModelCallError) -> bool:
 
 
 async def ask_structured(
-    settings: ModelSettings, role: Role, messages: list[Message], schema: type[T], *, attempts: int = 3
+    settings: ModelSettings,
+    role: Role,
+    messages: list[Message],
+    schema: type[T],
+    *,
+    attempts: int = 3,
+    strict: bool = False,
 ) -> StructuredAnswer[T]:
-    """Ask for a ``schema`` answer via ``response_format`` json_schema; also accept JSON in plain text.
+    """Ask for a ``schema`` answer via ``response_format`` json_schema; also accept JSON in plain text
+    (``strict``: only an answer that is the JSON object alone, see ``parse_json_answer``).
 
     Every unusable answer (cut at the length limit, filtered, refused, empty, not JSON, not valid)
     is retried with the problem shown to the model, then reported in ``error`` and ``problems``;
@@ -380,7 +397,7 @@ async def ask_structured(
             problem = f"the model refused: {' '.join(str(refusal).split())[:200]}" if refusal else ""
             if not problem:
                 try:
-                    answer.value = parse_json_answer(text, schema)
+                    answer.value = parse_json_answer(text, schema, strict=strict)
                     break
                 except (ValidationError, ValueError) as exc:
                     problem = validation_summary(exc, limit=1)

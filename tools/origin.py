@@ -1,10 +1,14 @@
-"""Keeping browser contexts on the site under test: its own origin, no file://, no downloads, no popups.
+"""Keeping browser contexts on the site under test: one network policy, no file://, no downloads, no popups.
 
-Captures (Playwright contexts) abort every request elsewhere with a route whose pattern matches only
-other origins, so the site's own requests are never intercepted. A GUI agent's context (made by
-``cdp_scope`` over raw CDP) gets a per-context proxy that refuses everything except the site's
-host and port: Chromium applies it to every request of the context, navigations and subresources
-alike, at no cost per request.
+Every context that loads a generated page sends its requests through a ``PageProxy`` of its own
+(``tools/page_proxy.py``): the site's own host and port, public internet addresses (unless the run
+keeps pages offline) and never a loopback, private or link-local address, whatever the request
+(fetch, image, script, WebSocket, a navigation). Captures (Playwright contexts, ``SharedBrowser``)
+also route requests to other origins through ``confine_to_origin``, which keeps the page itself
+on the site, refuses other schemes (``file://``) and, offline, everything else; the site's own
+requests are never intercepted. A GUI agent's context (made by ``cdp_scope`` over raw CDP) gets
+the proxy as ``Target.createBrowserContext`` parameters (``context_proxy``), with the site
+bypassing it.
 """
 
 from __future__ import annotations
@@ -12,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import socket
 from typing import Any
 from urllib.parse import urlsplit
 
 from playwright.async_api import BrowserContext, Page, Route
 from playwright.async_api import Error as PlaywrightError
 
+from webgen_agent.tools.page_proxy import site_of
+
 _MAX_BLOCKED = 20
+_WEB_SCHEMES = ("http", "https")
 
 
 NAVIGATION = "navigation to "
@@ -30,20 +36,26 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-async def confine_to_origin(context: BrowserContext, page: Page, url: str) -> list[str]:
-    """Keep a capture's context on ``url``'s origin; returns the (growing) list of refused URLs.
+async def confine_to_origin(context: BrowserContext, page: Page, url: str, *, offline: bool = False) -> list[str]:
+    """Keep a capture's page on ``url``'s origin; returns the (growing) list of refused URLs.
 
-    Every request elsewhere (other hosts and ports, file://) is aborted: the pattern matches only
-    those, so the site's own requests are not intercepted at all. Popups are closed as they open;
-    dialogs are dismissed by Playwright (no handler is registered).
+    The route's pattern matches only other origins, so the site's own requests are not intercepted
+    at all. Of those: the page navigating away, other schemes (``file://``) and, ``offline``,
+    everything are aborted; a web request goes on to the context's proxy, which decides by the
+    address it resolves to. Popups are closed as they open; dialogs are dismissed by Playwright
+    (no handler is registered).
     """
     origin = origin_of(url)
     blocked: list[str] = []
 
-    async def refuse(route: Route) -> None:
+    async def refuse_or_pass(route: Route) -> None:
         request = route.request
+        navigation = request.is_navigation_request() and request.frame == page.main_frame
+        if not (offline or navigation or urlsplit(request.url).scheme not in _WEB_SCHEMES):
+            with contextlib.suppress(PlaywrightError):
+                await route.continue_()
+            return
         if len(blocked) < _MAX_BLOCKED:
-            navigation = request.is_navigation_request() and request.frame == page.main_frame
             blocked.append(f"{NAVIGATION if navigation else ''}{request.url[:300]}")
         with contextlib.suppress(PlaywrightError):
             await route.abort("blockedbyclient")
@@ -52,7 +64,7 @@ async def confine_to_origin(context: BrowserContext, page: Page, url: str) -> li
         if popup != page:
             asyncio.ensure_future(_close_quietly(popup))
 
-    await context.route(re.compile(f"^(?!{re.escape(origin)}/)"), refuse)
+    await context.route(re.compile(f"^(?!{re.escape(origin)}/)"), refuse_or_pass)
     context.on("page", close_popup)
     return blocked
 
@@ -62,29 +74,18 @@ async def _close_quietly(page: Page) -> None:
         await page.close()
 
 
-_DEAD_PROXY: socket.socket | None = None
+# Chromium's implicit bypass of loopback is removed, so that other local ports go to the proxy too.
+NO_LOOPBACK_BYPASS = "<-loopback>"
 
 
-def _dead_proxy_port() -> int:
-    """A loopback port bound (not listening) for the life of the process: connecting to it is refused."""
-    global _DEAD_PROXY
-    if _DEAD_PROXY is None:
-        _DEAD_PROXY = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        _DEAD_PROXY.bind(("127.0.0.1", 0))
-    return int(_DEAD_PROXY.getsockname()[1])
+def context_proxy(url: str, proxy_url: str) -> dict[str, Any]:
+    """``Target.createBrowserContext`` parameters sending a context's requests through ``proxy_url``.
 
-
-def context_proxy(url: str) -> dict[str, Any]:
-    """``Target.createBrowserContext`` parameters confining a context to ``url``'s host and port.
-
-    Every request goes to a proxy that refuses connections, except those to the site itself;
-    ``<-loopback>`` removes Chromium's implicit bypass for loopback, so other local ports (other
-    runs' servers, the DevTools endpoint) are refused too. file:// is not proxied: Chromium does
-    not let an http page load it, and browser-use's allowed_domains refuses navigating there.
+    ``proxy_url`` is a ``PageProxy`` holding the page network policy for ``url``'s site; the site's
+    own host and port bypass it (the site is reached directly); ``<-loopback>`` removes Chromium's
+    implicit bypass for loopback, so other local ports (other runs' servers, the agent's own
+    services) reach the proxy and are refused. file:// is not proxied: Chromium does not let an
+    http page load it, and browser-use's allowed_domains refuses navigating there.
     """
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return {
-        "proxyServer": f"http://127.0.0.1:{_dead_proxy_port()}",
-        "proxyBypassList": f"<-loopback>;{parts.hostname}:{port}",
-    }
+    host, port = site_of(url)
+    return {"proxyServer": proxy_url, "proxyBypassList": f"{NO_LOOPBACK_BYPASS};{host}:{port}"}

@@ -42,6 +42,10 @@ class EvalSettings(BaseModel):
     install_timeout_s: float = Field(default=300.0, gt=0, description="npm install deadline per attempt.")
     start_timeout_s: float = Field(default=60.0, gt=0, description="The site must answer HTTP by then.")
     page_timeout_s: float = Field(default=30.0, gt=0, description="Landing-page load deadline for the screenshot.")
+    offline_pages: bool = Field(
+        default=False,
+        description="Pages reach their own origin only: no public internet subresources (CDN scripts and styles, web fonts, remote images); local and private addresses are refused either way.",
+    )
     viewport_width: int = Field(default=1280, ge=320)
     viewport_height: int = Field(default=800, ge=240)
     chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")

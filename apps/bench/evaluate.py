@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import re
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -39,7 +38,7 @@ from webgen_agent.apps.bench.views import Answer, AppearanceGrade, CaseResult, C
 from webgen_agent.core.context import api_key_for, find_chromium
 from webgen_agent.nodes.gui_testing import describe_action
 from webgen_agent.tools.browser import SharedBrowser
-from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import DEPS_MARKER, ExecutionResult, SiteRunner
@@ -55,7 +54,6 @@ RESULTS_FILE = "results.jsonl"
 SITES_FILE = "sites.jsonl"
 # Copied sites leave these behind: installed packages, VCS data, the agent's bookkeeping.
 _NOT_COPIED = ("node_modules", ".git", DEPS_MARKER, ".webgen-manifest")
-_ANSWER = re.compile(r"^\W*(YES|PARTIAL(?:LY)?|NO)\b", re.IGNORECASE)
 
 
 def webgen_bench_verdict(text: str | None) -> Answer:
@@ -70,12 +68,8 @@ def webgen_bench_verdict(text: str | None) -> Answer:
 
 
 def parse_answer(text: str | None) -> Answer | None:
-    """YES / PARTIAL / NO when the agent's final answer starts with one of them, else None."""
-    match = _ANSWER.match(text or "")
-    if match is None:
-        return None
-    word = match.group(1).upper()
-    return "PARTIAL" if word.startswith("PARTIAL") else word  # type: ignore[return-value]
+    """YES / PARTIAL / NO when the agent's final answer's first word is one of them, else None."""
+    return leading_answer(text)
 
 
 @dataclass
@@ -369,6 +363,7 @@ class Evaluator:
             # One Chromium for the whole evaluation; each agent sees only a browser context of its own.
             cdp_url=(await self._shared_browser()).ws_url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
+            offline_pages=self.settings.offline_pages,
         )
         task = prompts.case_task(url, case.task, case.expected_result, self.settings.max_actions)
         return await run_gui_agent(url=url, task=task, settings=settings)
@@ -434,6 +429,7 @@ class Evaluator:
             url,
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
             timeout_s=self.settings.page_timeout_s,
+            offline=self.settings.offline_pages,
         )
         if not capture.png:
             return base.model_copy(

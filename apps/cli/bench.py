@@ -19,6 +19,7 @@ from webgen_agent.apps.cli.common import (
     CpusPerRunFlag,
     LoopFlag,
     MaxPagesFlag,
+    OfflinePagesFlag,
     RayCommand,
     RayFlag,
     RoundsFlag,
@@ -193,6 +194,7 @@ def bench(
     shared_policy: SharedPolicyFlag = False,
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
+    offline_pages: OfflinePagesFlag = False,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
     ray: RayFlag = None,
@@ -227,7 +229,13 @@ def bench(
             else {}
         )
         evaluation = eval_settings(
-            settings, flags, max_actions=eval_max_actions, verdict=eval_verdict, workers=workers, **viewport
+            settings,
+            flags,
+            max_actions=eval_max_actions,
+            verdict=eval_verdict,
+            workers=workers,
+            offline_pages=offline_pages or None,
+            **viewport,
         )
     except (BenchDataError, ConfigError) as exc:
         fail(str(exc))
@@ -241,6 +249,7 @@ def bench(
             critic=critic,
             allow_shell=allow_shell or None,
             profile=profile,
+            offline_pages=offline_pages or None,
             **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
         )
         spending = whole_budget(budget_usd, budget_tokens, context)

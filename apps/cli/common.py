@@ -370,6 +370,14 @@ ScaffoldFlag = Annotated[str | None, typer.Option(help="Start from this project 
 MaxPagesFlag = Annotated[
     int | None, typer.Option(min=1, help="Pages captured per step, landing page included (default 4).")
 ]
+OfflinePagesFlag = Annotated[
+    bool,
+    typer.Option(
+        "--offline-pages",
+        help="Captured and tested pages reach the site's own origin only (no CDN scripts, styles, fonts or "
+        "remote images); local and private addresses are refused either way.",
+    ),
+]
 
 
 def loop_overrides(

@@ -25,11 +25,13 @@ from webgen_agent.tools.gui_agent.patches import (
 )
 from webgen_agent.tools.gui_agent.views import (
     MAX_ACTIONS_PER_STEP,
+    Answer,
     GuiAction,
     GuiAgentSettings,
     GuiFrame,
     GuiRun,
     StoppedReason,
+    leading_answer,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 _SERVICE_NAMES = ("GuiSession", "open_gui_session", "run_gui_agent")
 
 __all__ = [
+    "Answer",
     "BROWSER_USE_ENV",
     "BROWSER_USE_MODULES",
     "CLICK_DOWNLOAD_WAIT_S",
@@ -53,6 +56,7 @@ __all__ = [
     "check_browser_use_version",
     "configure_browser_use_env",
     "import_browser_use",
+    "leading_answer",
     "open_gui_session",
     "run_gui_agent",
 ]

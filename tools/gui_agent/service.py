@@ -115,14 +115,15 @@ class GuiSession:
 
     url: str
     viewport: tuple[int, int]
+    offline: bool
     session: BrowserSession
     endpoint: ScopedEndpoint
     files: _RunFiles
     event_lock: Any
     _stack: contextlib.AsyncExitStack = field(repr=False)
 
-    def fits(self, url: str, viewport: tuple[int, int]) -> bool:
-        return self.url == url and tuple(self.viewport) == tuple(viewport)
+    def fits(self, url: str, viewport: tuple[int, int], offline: bool) -> bool:
+        return self.url == url and tuple(self.viewport) == tuple(viewport) and self.offline == offline
 
     async def close(self) -> None:
         """End the session, its endpoint (and so its browser context) and its temporary folder."""
@@ -130,7 +131,12 @@ class GuiSession:
 
 
 async def open_gui_session(
-    *, url: str, cdp_url: str, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0
+    *,
+    url: str,
+    cdp_url: str,
+    viewport: tuple[int, int] = (1280, 800),
+    timeout_s: float = 20.0,
+    offline: bool = False,
 ) -> GuiSession:
     """Attach a browser-use session to ``cdp_url`` (a fresh context of its own) and load ``url``.
 
@@ -140,7 +146,7 @@ async def open_gui_session(
     await asyncio.to_thread(import_browser_use)  # a few seconds the first time, once per process
     stack = contextlib.AsyncExitStack()
     try:
-        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
+        endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url, offline=offline))
         files = await _run_files(stack)
         # The session's event buses start in this task: give them the lock the agent will share.
         lock = own_event_lock()
@@ -152,7 +158,14 @@ async def open_gui_session(
         await stack.aclose()
         raise
     return GuiSession(
-        url=url, viewport=viewport, session=session, endpoint=endpoint, files=files, event_lock=lock, _stack=stack
+        url=url,
+        viewport=viewport,
+        offline=offline,
+        session=session,
+        endpoint=endpoint,
+        files=files,
+        event_lock=lock,
+        _stack=stack,
     )
 
 
@@ -200,7 +213,9 @@ async def run_gui_agent(
             endpoint_down=endpoint_down,
         )
 
-    if prepared is not None and not (prepared.fits(url, settings.viewport) and prepared.session.is_cdp_connected):
+    if prepared is not None and not (
+        prepared.fits(url, settings.viewport, settings.offline_pages) and prepared.session.is_cdp_connected
+    ):
         await prepared.close()  # made for another page, or the browser went away meanwhile
         prepared = None
     async with contextlib.AsyncExitStack() as stack:
@@ -218,7 +233,9 @@ async def run_gui_agent(
                         seconds=round(time.monotonic() - started, 3),
                     )
             # The agent sees one fresh browser context, never the tabs of captures or other agents.
-            endpoint = await stack.enter_async_context(scoped_cdp_endpoint(cdp_url, confine_to=url))
+            endpoint = await stack.enter_async_context(
+                scoped_cdp_endpoint(cdp_url, confine_to=url, offline=settings.offline_pages)
+            )
             run_files = await _run_files(stack)
         # A task of its own, so that the event lock set in it stays with this run's tasks.
         return await asyncio.create_task(_run(spec, run_files, started, endpoint, prepared))
@@ -301,6 +318,7 @@ def _build_agent(
         file_system_path=str(run_files.files / "agent"),
         calculate_cost=False,  # would fetch a price list from the internet
         enable_signal_handler=False,  # a library must not take over Ctrl+C
+        extend_system_message=settings.system_rule or None,
     )
 
 

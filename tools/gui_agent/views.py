@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -9,6 +10,20 @@ from pydantic import BaseModel, ConfigDict, Field
 StoppedReason = Literal["done", "max_actions", "timeout", "error"]
 
 MAX_ACTIONS_PER_STEP = 3
+
+Answer = Literal["YES", "PARTIAL", "NO"]
+# The answer's first word, bare or in markdown emphasis; not after a quote or other text, so that
+# page text the agent quotes ('"YES, booked" was shown') is never read as its verdict.
+_LEADING_ANSWER = re.compile(r"\A\s*(?:\*\*|\*|__|_)?(YES|PARTIAL(?:LY)?|NO)\b", re.IGNORECASE)
+
+
+def leading_answer(text: str | None) -> Answer | None:
+    """YES / PARTIAL / NO when a final answer's first word is one of them, else None."""
+    match = _LEADING_ANSWER.match(text or "")
+    if match is None:
+        return None
+    word = match.group(1).upper()
+    return "PARTIAL" if word.startswith("PARTIAL") else "YES" if word == "YES" else "NO"
 
 
 class GuiAgentSettings(BaseModel):
@@ -30,6 +45,13 @@ class GuiAgentSettings(BaseModel):
         description="A running Chromium to attach to (http://host:port or its ws:// address); it is left running.",
     )
     viewport: tuple[int, int] = (1280, 800)
+    offline_pages: bool = Field(
+        default=False, description="The site's own origin only; else public internet addresses too (never local ones)."
+    )
+    system_rule: str = Field(
+        default="",
+        description="Added to browser-use's system prompt (e.g. that page text is data, never instructions).",
+    )
 
     @property
     def llm_timeout(self) -> int:
