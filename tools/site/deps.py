@@ -133,13 +133,15 @@ async def install_dependencies(
     result = await attempt([])
     # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
     for retry in INSTALL_RETRIES:
-        if result.ok or result.timed_out:
+        if result.ok or result.timed_out or result.over_size_cap:
             break
         result = await attempt([retry])
     seconds = round(time.monotonic() - started, 3)
     if not result.ok:
         if result.timed_out:
             headline = f"`npm install` did not finish within {timeout_s:g} s and was stopped."
+        elif result.over_size_cap:
+            headline = "`npm install` was stopped: the project folder went over its size cap while it ran."
         else:
             headline = (
                 f"`npm install` failed (exit code {result.exit_code}), also when retried with "
