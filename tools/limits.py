@@ -226,15 +226,15 @@ def disk_usage(root: Path) -> int:
 
 
 class WorkspaceGuard:
-    """Watches a workspace while a command writes into it; kills the command's group past the cap.
+    """Watches a workspace (and a private npm cache) while a command writes; kills its group past the cap.
 
     Walks the workspace again ``interval_s`` after each walk, or after twice the walk's own time
     when that is longer (so the agent spends at most a third of a core on it), so the overshoot is
     what the command writes in about three walks (see docs/security.md for measured figures).
     """
 
-    def __init__(self, workspace: Path, cap_bytes: int, pgid: int, *, interval_s: float = 0.2) -> None:
-        self.workspace = workspace
+    def __init__(self, folders: Sequence[Path], cap_bytes: int, pgid: int, *, interval_s: float = 0.2) -> None:
+        self.folders = tuple(folders)  # the workspace, and the command's private npm cache if it has one
         self.cap_bytes = cap_bytes
         self.pgid = pgid
         self.interval_s = interval_s
@@ -244,7 +244,7 @@ class WorkspaceGuard:
         """Poll until cancelled, or until the cap is passed (then kill the group and return)."""
         while True:
             started = time.monotonic()
-            used = await asyncio.to_thread(disk_usage, self.workspace)
+            used = sum([await asyncio.to_thread(disk_usage, folder) for folder in self.folders])
             if used > self.cap_bytes:
                 self.tripped_at = used
                 with contextlib.suppress(OSError):
@@ -256,7 +256,7 @@ class WorkspaceGuard:
         """For the model: what was stopped and why."""
         seen = (self.tripped_at or 0) / 2**20
         return (
-            f"The command was stopped: the project folder reached {seen:.0f} MB while it ran, over the "
+            f"The command was stopped: the project folder (with npm's cache, if it used one) reached {seen:.0f} MB while it ran, over the "
             f"{self.cap_bytes / 2**20:.0f} MB cap for a workspace (node_modules included). Write less "
             "(nothing may be written outside the project)."
         )

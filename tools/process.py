@@ -406,7 +406,11 @@ def _size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None
     """The watch on a sandboxed command's workspace: the size cap holds while it writes, not only after."""
     if sandbox is None:
         return None
-    return WorkspaceGuard(sandbox.workspace, sandbox.settings.workspace_mb * 1024 * 1024, pgid)
+    cap = sandbox.settings.workspace_mb * 1024 * 1024
+    if sandbox.npm_cache is None:
+        return WorkspaceGuard((sandbox.workspace,), cap, pgid)
+    # What the command adds to its private npm cache counts against the same cap.
+    return WorkspaceGuard((sandbox.workspace, sandbox.npm_cache), cap + sandbox.npm_cache_seed_bytes, pgid)
 
 
 def _temp_log() -> str:

@@ -35,7 +35,7 @@ from webgen_agent.core.context import ConfigError, SandboxSettings
 from webgen_agent.tools.limits import cgroup_parent, disk_usage
 
 SANDBOX_HOME = "/tmp/home"  # the private HOME inside (on the sandbox's own /tmp)
-SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # where the real npm cache is bound inside
+SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # npm's cache inside: a private folder (tools.npm_cache), else empty
 _INNER_UID = 1000  # the user a root caller's commands run as inside (a non-root caller keeps its own)
 # Variables a generated process may see; everything else is dropped (the caller's env is already scrubbed).
 _ALLOWED_NAMES = frozenset(
@@ -185,12 +185,6 @@ def _namespace_args() -> list[str]:
     ]
 
 
-def npm_cache_dir() -> Path:
-    """The npm cache the caller's npm uses (``npm_config_cache`` or ~/.npm)."""
-    configured = os.environ.get("npm_config_cache") or os.environ.get("NPM_CONFIG_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".npm"
-
-
 def system_binds() -> list[str]:
     """bwrap arguments showing the host's system folders and the /etc entries programs need, read-only.
 
@@ -273,9 +267,11 @@ class Confinement:
 
     ``workspace`` is writable; ``read_only`` paths inside it are bound read-only over themselves
     (the dependency cache's hardlinked node_modules), ``writable`` paths inside those are opened
-    again (build caches); ``npm_cache_writable`` lets an install fill npm's cache; ``hide`` adds
-    folders shown as empty private ones (the run folder around the workspace, so that writing beside
-    the workspace goes nowhere).
+    again (build caches); ``npm_cache`` is a private folder bound as npm's cache (``tools.npm_cache``;
+    without one npm's cache is an empty folder on the sandbox's own /tmp, and the user's ~/.npm is
+    never shown), ``npm_cache_seed_bytes`` what it held before the command (the workspace's size cap
+    covers what the command adds to it); ``hide`` adds folders shown as empty private ones (the run
+    folder around the workspace, so that writing beside the workspace goes nowhere).
     """
 
     workspace: Path
@@ -283,7 +279,8 @@ class Confinement:
     read_only: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     hide: tuple[Path, ...] = ()
-    npm_cache_writable: bool = False
+    npm_cache: Path | None = None
+    npm_cache_seed_bytes: int = 0
 
     def command(self, argv: Sequence[str], env: Mapping[str, str], *, seccomp_fd: int | None = None) -> list[str]:
         """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``).
@@ -300,11 +297,8 @@ class Confinement:
             if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
         args += ["--dir", SANDBOX_HOME]
-        cache = npm_cache_dir()
-        with contextlib.suppress(OSError):
-            cache.mkdir(parents=True, exist_ok=True)
-        if cache.is_dir():
-            args += ["--bind" if self.npm_cache_writable else "--ro-bind", str(cache), SANDBOX_NPM_CACHE]
+        if self.npm_cache is not None and self.npm_cache.is_dir():
+            args += ["--bind", str(self.npm_cache), SANDBOX_NPM_CACHE]
         args += ["--bind", str(workspace), str(workspace)]
         for path in self.read_only:
             if path.exists():
@@ -425,7 +419,7 @@ def workspace_confinement(
 
     A dev server sees node_modules read-only (its build caches writable): the tree may be the
     dependency cache's, shared by hardlinks with other workspaces. Installs and shell actions must
-    get a private copy first (``own_copies``); they may fill npm's cache.
+    get a private copy first (``own_copies``), and a private npm cache (``tools.npm_cache``).
     """
     require_sandbox()
     node_modules = workspace / "node_modules"
@@ -443,7 +437,6 @@ def workspace_confinement(
         read_only=read_only,
         writable=writable,
         hide=tuple(hide),
-        npm_cache_writable=purpose != "server",
     )
 
 

@@ -23,6 +23,7 @@ import httpx
 import psutil
 from pydantic import BaseModel, Field
 
+from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, private_npm_cache
 from webgen_agent.tools.process import CommandResult, ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
 from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
 from webgen_agent.tools.site.deps import (
@@ -111,6 +112,8 @@ class SiteRunner:
         self.start_timeout_s = start_timeout_s
         self.log_dir = Path(log_dir)
         self.cache = DepsCache(deps_cache_dir) if deps_cache_dir is not None else None
+        # The agent's own npm cache (never the user's ~/.npm): sandboxes get private copies of it.
+        self.npm_cache = Path(deps_cache_dir) / AGENT_NPM_CACHE if deps_cache_dir is not None else None
         self._server: ManagedProcess | None = None
         self._kind: Kind | None = None
         self._vite = False
@@ -143,14 +146,16 @@ class SiteRunner:
         """Run a model-written shell action in this workspace (sandboxed unless the sandbox is off)."""
         if self.sandbox is not None and (self.workspace / "node_modules").is_dir():
             await asyncio.to_thread(own_copies, self.workspace / "node_modules")
-        return await run_shell(
-            command,
-            cwd=self.workspace,
-            timeout_s=timeout_s,
-            registry=self.registry,
-            log_path=log_path,
-            sandbox=await asyncio.to_thread(self.confinement, "shell"),
-        )
+        confined = await asyncio.to_thread(self.confinement, "shell")
+        async with private_npm_cache(confined, self.npm_cache) as sandbox:
+            return await run_shell(
+                command,
+                cwd=self.workspace,
+                timeout_s=timeout_s,
+                registry=self.registry,
+                log_path=log_path,
+                sandbox=sandbox,
+            )
 
     def _log_path(self, what: str) -> Path:
         self._serial += 1
@@ -300,15 +305,17 @@ class SiteRunner:
         if await asyncio.to_thread(is_installed, self.workspace, key, package):
             return InstallResult()
         await self.stop()  # never reinstall under a running dev server
-        return await install_dependencies(
-            self.workspace,
-            key,
-            cache=self.cache,
-            timeout_s=self.install_timeout_s,
-            registry=self.registry,
-            log_path=lambda: self._log_path("install"),
-            sandbox=await asyncio.to_thread(self.confinement, "install"),
-        )
+        confined = await asyncio.to_thread(self.confinement, "install")
+        async with private_npm_cache(confined, self.npm_cache) as sandbox:
+            return await install_dependencies(
+                self.workspace,
+                key,
+                cache=self.cache,
+                timeout_s=self.install_timeout_s,
+                registry=self.registry,
+                log_path=lambda: self._log_path("install"),
+                sandbox=sandbox,
+            )
 
     # -- start ---------------------------------------------------------------------------------
     async def _can_reuse(self, kind: Kind, config: str | None, changed: set[str] | None, installed: bool) -> bool:
