@@ -225,12 +225,33 @@ def disk_usage(root: Path) -> int:
     return total
 
 
+def _filesystem_used(folders: Sequence[Path]) -> int:
+    """Bytes used on the filesystems holding ``folders`` (each filesystem once): one cheap system call each."""
+    seen: set[int] = set()
+    total = 0
+    for folder in folders:
+        try:
+            device = folder.stat().st_dev
+            if device in seen:
+                continue
+            seen.add(device)
+            info = os.statvfs(folder)
+        except OSError:
+            continue
+        total += (info.f_blocks - info.f_bfree) * info.f_frsize
+    return total
+
+
 class WorkspaceGuard:
     """Watches a workspace (and a private npm cache) while a command writes; kills its group past the cap.
 
-    Walks the workspace again ``interval_s`` after each walk, or after twice the walk's own time
-    when that is longer (so the agent spends at most a third of a core on it), so the overshoot is
-    what the command writes in about three walks (see docs/security.md for measured figures).
+    Walking the folders is too dear to repeat while npm writes thousands of files, so the guard
+    walks them once, then every ``interval_s`` asks the filesystem how much it grew (``statvfs``)
+    and walks again only when that growth could have taken the folders past the cap. The growth
+    counts other writers on the same filesystem too: that only costs a walk. What it can miss is
+    space another process frees at the same time, which hides as much of the command's writes
+    (the check after the command still sees them). The overshoot is what the command writes in one
+    interval and one walk (figures in docs/security.md).
     """
 
     def __init__(self, folders: Sequence[Path], cap_bytes: int, pgid: int, *, interval_s: float = 0.2) -> None:
@@ -240,23 +261,31 @@ class WorkspaceGuard:
         self.interval_s = interval_s
         self.tripped_at: int | None = None  # the size seen when it killed the command
 
+    def _walk(self) -> int:
+        return sum(disk_usage(folder) for folder in self.folders)
+
     async def watch(self) -> None:
         """Poll until cancelled, or until the cap is passed (then kill the group and return)."""
+        baseline = await asyncio.to_thread(_filesystem_used, self.folders)
+        used = await asyncio.to_thread(self._walk)
         while True:
-            started = time.monotonic()
-            used = sum([await asyncio.to_thread(disk_usage, folder) for folder in self.folders])
             if used > self.cap_bytes:
                 self.tripped_at = used
                 with contextlib.suppress(OSError):
                     os.killpg(self.pgid, signal.SIGKILL)
                 return
-            await asyncio.sleep(max(self.interval_s, 2 * (time.monotonic() - started)))
+            await asyncio.sleep(self.interval_s)
+            now = await asyncio.to_thread(_filesystem_used, self.folders)
+            if used + (now - baseline) <= self.cap_bytes:
+                continue
+            baseline = now  # writes during the walk count in the next growth
+            used = await asyncio.to_thread(self._walk)
 
     def message(self) -> str:
         """For the model: what was stopped and why."""
         seen = (self.tripped_at or 0) / 2**20
         return (
-            f"The command was stopped: the project folder (with npm's cache, if it used one) reached {seen:.0f} MB while it ran, over the "
-            f"{self.cap_bytes / 2**20:.0f} MB cap for a workspace (node_modules included). Write less "
-            "(nothing may be written outside the project)."
+            f"The command was stopped: the project folder (with npm's cache, if it used one) reached {seen:.0f} MB "
+            f"while it ran, over the {self.cap_bytes / 2**20:.0f} MB cap for a workspace (node_modules included). "
+            "Write less (nothing may be written outside the project)."
         )
