@@ -383,3 +383,30 @@ async def test_a_dependencys_postinstall_cannot_change_the_cached_tree(tmp_path,
     second = _project(tmp_path / "second", manifest)
     await install(second)  # restored from the cache: the same script, the same refusal
     assert (second / "node_modules" / "webgen-victim" / "index.js").read_text() == "module.exports = 'honest';\n"
+
+
+def test_only_verified_regular_content_files_go_back_to_the_agents_npm_cache(tmp_path):
+    import hashlib
+
+    from webgen_agent.tools.npm_cache import content_files, merge_verified, seed
+
+    private, agents = tmp_path / "private", tmp_path / "agents"
+
+    def content(data: bytes, *, under: str | None = None) -> Path:
+        digest = hashlib.sha512(under.encode() if under else data).hexdigest()
+        path = private / "_cacache" / "content-v2" / "sha512" / digest[:2] / digest[2:4] / digest[4:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
+
+    content(b"a real tarball")
+    content(b"PLANTED", under="what the name promises")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"a file of the agent's")
+    link = content(b"", under="a file of the agent's")
+    link.unlink()
+    link.symlink_to(outside)  # right digest, but a link out of the cache
+    assert merge_verified(private, agents) == 1
+    assert [path.read_bytes() for _digest, path in content_files(agents)] == [b"a real tarball"]
+    assert seed(agents, tmp_path / "next") == len(b"a real tarball")
+    assert seed(agents, tmp_path / "small", max_bytes=4) == 0

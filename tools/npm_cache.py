@@ -31,6 +31,8 @@ from webgen_agent.tools.sandbox import Confinement
 AGENT_NPM_CACHE = "npm"  # the agent's npm cache: this folder of the dependency cache
 _CONTENT = Path("_cacache") / "content-v2" / "sha512"  # cacache's layout: sha512/ab/cd/<the other 124 hex digits>
 _CHUNK = 1 << 20
+# Each install copies the seed, so it is bounded (the cache itself grows like npm's own does).
+SEED_MAX_BYTES = 512 * 1024 * 1024
 
 
 def content_files(cache: Path) -> list[tuple[str, Path]]:
@@ -76,12 +78,24 @@ def _place(source: Path, target: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def seed(agent_cache: Path | None, private: Path) -> int:
-    """Copy the agent cache's content files into ``private``; returns the bytes copied."""
+def _newest_first(files: list[tuple[str, Path]]) -> list[tuple[str, Path, int]]:
+    """(digest, path, size) of ``files``, the most recently added first."""
+    found: list[tuple[float, str, Path, int]] = []
+    for digest, path in files:
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            found.append((info.st_mtime, digest, path, info.st_size))
+    return [(digest, path, size) for _mtime, digest, path, size in sorted(found, key=lambda f: f[0], reverse=True)]
+
+
+def seed(agent_cache: Path | None, private: Path, *, max_bytes: int = SEED_MAX_BYTES) -> int:
+    """Copy the agent cache's newest content files (up to ``max_bytes``) into ``private``; returns the bytes copied."""
     copied = 0
     if agent_cache is None:
         return copied
-    for digest, path in content_files(agent_cache):
+    for digest, path, size in _newest_first(content_files(agent_cache)):
+        if copied + size > max_bytes:
+            continue
         target = private / _CONTENT / digest[:2] / digest[2:4] / digest[4:]
         with contextlib.suppress(OSError):
             target.parent.mkdir(parents=True, exist_ok=True)
