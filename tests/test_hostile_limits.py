@@ -3,7 +3,7 @@
 - Memory by many processes: each under the per-process limit (RLIMIT_DATA), together over what the
   sandbox may take (3 x 1.5 GiB took 5 GB of host memory).
 - Filling the workspace: the cap was checked only after a command (2.4 GB written past a 2 GB cap),
-  and ``site/`` then copied what was written.
+  and ``site/`` then copied what was written; a kept dev server could write until the next step.
 - Kernel escape calls (ptrace, reading another process's memory, mount, unshare): denied by the
   sandbox's seccomp filter.
 """
@@ -188,3 +188,33 @@ async def test_a_workspace_filled_by_a_shell_action_never_reaches_the_store_or_s
     assert not list(site.glob("big*.bin"))
     assert disk_usage(site) < 2**20
     assert (tmp_path / "webgen.db").stat().st_size < 16 * 2**20  # the store never held the 40 MB
+
+
+async def test_a_dev_server_filling_the_workspace_is_killed_while_it_runs(tmp_path):
+    import httpx
+
+    from tests.helpers import eventually
+    from webgen_agent.tools.site import SiteRunner
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "package.json").write_text('{"name": "filler", "private": true, "scripts": {"dev": "node server.js"}}')
+    # On request, writes 8 MB files until stopped (each under the per-file limit).
+    (workspace / "server.js").write_text(
+        "const fs = require('fs');"
+        "require('http').createServer((q, s) => { s.end('<h1>ok</h1>'); if (q.url === '/fill') { let i = 0;"
+        " setInterval(() => fs.writeFileSync('fill' + (i++) + '.bin', Buffer.alloc(8000000)), 20); } })"
+        ".listen(Number(process.env.PORT), '127.0.0.1');"
+    )
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", sandbox=SandboxSettings(workspace_mb=32))
+    try:
+        started = await runner.ensure_running()
+        assert started.ok and started.url, started.error
+        server = runner.server
+        assert server is not None
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(started.url.rstrip("/") + "/fill", timeout=60)).status_code == 200
+        await eventually(lambda: not server.alive, timeout_s=60, what="the server killed at the cap")
+        assert disk_usage(workspace) < 256 * 2**20
+    finally:
+        await runner.stop()

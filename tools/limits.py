@@ -13,11 +13,11 @@ arbitrary folder without root and a filesystem set up for it (project quotas).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -242,6 +242,16 @@ def _filesystem_used(folders: Sequence[Path]) -> int:
     return total
 
 
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists
+        return True
+    return True
+
+
 class WorkspaceGuard:
     """Watches a workspace (and a private npm cache) while a command writes; kills its group past the cap.
 
@@ -260,26 +270,39 @@ class WorkspaceGuard:
         self.pgid = pgid
         self.interval_s = interval_s
         self.tripped_at: int | None = None  # the size seen when it killed the command
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def _walk(self) -> int:
         return sum(disk_usage(folder) for folder in self.folders)
 
-    async def watch(self) -> None:
-        """Poll until cancelled, or until the cap is passed (then kill the group and return)."""
-        baseline = await asyncio.to_thread(_filesystem_used, self.folders)
-        used = await asyncio.to_thread(self._walk)
-        while True:
-            if used > self.cap_bytes:
-                self.tripped_at = used
-                with contextlib.suppress(OSError):
-                    os.killpg(self.pgid, signal.SIGKILL)
+    def run(self) -> None:
+        """Poll until ``stop``, or until the cap is passed (then kill the group and return)."""
+        baseline = _filesystem_used(self.folders)
+        used = self._walk()
+        while used <= self.cap_bytes:
+            if self._stopped.wait(self.interval_s) or not _group_exists(self.pgid):
                 return
-            await asyncio.sleep(self.interval_s)
-            now = await asyncio.to_thread(_filesystem_used, self.folders)
-            if used + (now - baseline) <= self.cap_bytes:
-                continue
-            baseline = now  # writes during the walk count in the next growth
-            used = await asyncio.to_thread(self._walk)
+            now = _filesystem_used(self.folders)
+            if used + (now - baseline) > self.cap_bytes:
+                baseline = now  # writes during the walk count in the next growth
+                used = self._walk()
+        if not self._stopped.is_set():
+            self.tripped_at = used
+            with contextlib.suppress(OSError):
+                os.killpg(self.pgid, signal.SIGKILL)
+
+    def start(self) -> WorkspaceGuard:
+        """Watch from a thread of its own (not tied to an event loop: a server outlives the loop it started in)."""
+        self._thread = threading.Thread(target=self.run, name="webgen-workspace-guard", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching and wait for the thread (at most one walk), so it never signals a later group."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
 
     def message(self) -> str:
         """For the model: what was stopped and why."""

@@ -374,17 +374,15 @@ async def run_command(
         proc = await ManagedProcess.astart(
             argv, cwd=cwd, log_path=log_path, env=env, registry=registry, sandbox=sandbox
         )
-        guard = _size_guard(sandbox, proc.pgid)
-        watching = asyncio.create_task(guard.watch()) if guard is not None else None
+        guard = size_guard(sandbox, proc.pgid)
         try:
             code = await proc.wait(timeout_s)
         except BaseException:  # CancelledError, KeyboardInterrupt: never leave the group running
             proc.kill_now()
             raise
         finally:
-            if watching is not None:
-                watching.cancel()
-                await asyncio.gather(watching, return_exceptions=True)
+            if guard is not None:
+                await asyncio.to_thread(guard.stop)
         timed_out = code is None
         await proc.stop(grace_s=2.0 if timed_out else 0.0)
         over = guard is not None and guard.tripped_at is not None
@@ -402,15 +400,15 @@ async def run_command(
             await asyncio.to_thread(temp_log.unlink, missing_ok=True)
 
 
-def _size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None:
-    """The watch on a sandboxed command's workspace: the size cap holds while it writes, not only after."""
+def size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None:
+    """A started watch on a sandboxed command's workspace: the size cap holds while it writes, not only after."""
     if sandbox is None:
         return None
     cap = sandbox.settings.workspace_mb * 1024 * 1024
     if sandbox.npm_cache is None:
-        return WorkspaceGuard((sandbox.workspace,), cap, pgid)
+        return WorkspaceGuard((sandbox.workspace,), cap, pgid).start()
     # What the command adds to its private npm cache counts against the same cap.
-    return WorkspaceGuard((sandbox.workspace, sandbox.npm_cache), cap + sandbox.npm_cache_seed_bytes, pgid)
+    return WorkspaceGuard((sandbox.workspace, sandbox.npm_cache), cap + sandbox.npm_cache_seed_bytes, pgid).start()
 
 
 def _temp_log() -> str:

@@ -23,8 +23,16 @@ import httpx
 import psutil
 from pydantic import BaseModel, Field
 
+from webgen_agent.tools.limits import WorkspaceGuard
 from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, private_npm_cache
-from webgen_agent.tools.process import CommandResult, ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
+from webgen_agent.tools.process import (
+    CommandResult,
+    ManagedProcess,
+    ProcessRegistry,
+    read_tail,
+    scrubbed_env,
+    size_guard,
+)
 from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
 from webgen_agent.tools.site.deps import (
     DepsCache,
@@ -115,6 +123,7 @@ class SiteRunner:
         # The agent's own npm cache (never the user's ~/.npm): sandboxes get private copies of it.
         self.npm_cache = Path(deps_cache_dir) / AGENT_NPM_CACHE if deps_cache_dir is not None else None
         self._server: ManagedProcess | None = None
+        self._server_guard: WorkspaceGuard | None = None
         self._kind: Kind | None = None
         self._vite = False
         self._compiled: set[str] = set()  # module URL paths vite compiled for our pages (so caches)
@@ -346,6 +355,7 @@ class SiteRunner:
             assert command is not None
             argv, extra = command
         log_path = self._log_path("server")
+        confined = await asyncio.to_thread(self.confinement, "server")
         try:
             server = await ManagedProcess.astart(
                 argv,
@@ -353,10 +363,12 @@ class SiteRunner:
                 log_path=log_path,
                 env=scrubbed_env(extra),
                 registry=self.registry,
-                sandbox=await asyncio.to_thread(self.confinement, "server"),
+                sandbox=confined,
             )
         except OSError as exc:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
+        # Killed while it runs if it fills the workspace; the size check after the step says why.
+        self._server_guard = size_guard(confined, server.pgid)
         self._server, self._kind, self._config = server, kind, config
         self._vite = kind == "npm" and runs_vite(package)
         self._compiled = set()
@@ -423,6 +435,9 @@ class SiteRunner:
     async def stop(self) -> None:
         """Kill the server's whole process group (safe to call when nothing runs)."""
         server, self._server, self._url = self._server, None, None
+        guard, self._server_guard = self._server_guard, None
+        if guard is not None:
+            await asyncio.to_thread(guard.stop)
         if server is not None:
             await server.stop()
 
