@@ -209,8 +209,11 @@ class SiteRunner:
             result = await self._ensure_running(changed_paths, served_before or {})
             # After the install, the start and whatever a kept server wrote since the last step: the
             # cap holds for all of them, not only for shell actions (a walk of a typical Vite
-            # project, node_modules included, takes tens of milliseconds).
-            if result.ok and (too_big := await asyncio.to_thread(self.size_problem)):
+            # project, node_modules included, takes tens of milliseconds). A start that failed
+            # over the cap failed because of it (the guard kills a server past the cap); an
+            # install's own error already says what stopped it.
+            failed_install = not result.ok and result.stage == "install"
+            if not failed_install and (too_big := await asyncio.to_thread(self.size_problem)):
                 await self.stop()
                 stage: Stage = "install" if result.install_ran and not result.install_cached else "start"
                 return result.model_copy(
