@@ -120,10 +120,12 @@ async def install_dependencies(
     registry: ProcessRegistry | None,
     log_path: Callable[[], Path],
     sandbox: Confinement | None = None,
+    scripts_log_path: Callable[[], Path] | None = None,
 ) -> InstallResult:
     """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
 
-    Never run under a live dev server. ``log_path`` names a new log file for each npm attempt.
+    Never run under a live dev server. ``log_path`` names a new log file for each npm attempt,
+    ``scripts_log_path`` (default ``log_path``) one for the dependencies' install scripts.
     """
     ws = workspace
     await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
@@ -133,7 +135,7 @@ async def install_dependencies(
     manifest = await asyncio.to_thread(cache_key, ws) if cache is not None else ""
     if cache is not None and await asyncio.to_thread(cache.restore, manifest, ws):
         scripts = await run_dependency_scripts(
-            ws, timeout_s=timeout_s, log_path=log_path, registry=registry, sandbox=sandbox
+            ws, timeout_s=timeout_s, log_path=scripts_log_path or log_path, registry=registry, sandbox=sandbox
         )
         if scripts is not None and not scripts.ok:
             return _scripts_failed(scripts, started)
@@ -179,7 +181,7 @@ async def install_dependencies(
         if await asyncio.to_thread(_shareable, ws):
             await asyncio.to_thread(cache.store, [manifest, cache_key(ws)], ws)
         scripts = await run_dependency_scripts(
-            ws, timeout_s=timeout_s, log_path=log_path, registry=registry, sandbox=sandbox
+            ws, timeout_s=timeout_s, log_path=scripts_log_path or log_path, registry=registry, sandbox=sandbox
         )
         if scripts is not None and not scripts.ok:
             return _scripts_failed(scripts, started)

@@ -327,6 +327,7 @@ class SiteRunner:
                 registry=self.registry,
                 log_path=lambda: self._log_path("install"),
                 sandbox=sandbox,
+                scripts_log_path=lambda: self._log_path("scripts"),
             )
 
     # -- start ---------------------------------------------------------------------------------
