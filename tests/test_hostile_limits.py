@@ -218,3 +218,21 @@ async def test_a_dev_server_filling_the_workspace_is_killed_while_it_runs(tmp_pa
         assert disk_usage(workspace) < 256 * 2**20
     finally:
         await runner.stop()
+
+
+def test_without_libseccomp_the_sandbox_does_not_start_and_says_why(monkeypatch):
+    import sys
+
+    from webgen_agent.tools import sandbox, seccomp
+
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # as if it could not be imported
+    seccomp.seccomp_program.cache_clear()
+    sandbox.sandbox_problem.cache_clear()
+    try:
+        problem = sandbox.sandbox_problem()
+        assert problem is not None and "seccomp" in problem and "\n" not in problem
+    finally:
+        monkeypatch.undo()
+        seccomp.seccomp_program.cache_clear()
+        sandbox.sandbox_problem.cache_clear()
+    assert sandbox.sandbox_problem() is None

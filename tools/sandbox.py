@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from webgen_agent.core.context import ConfigError, SandboxSettings
 from webgen_agent.tools.limits import cgroup_parent, disk_usage
+from webgen_agent.tools.seccomp import seccomp_problem
 
 SANDBOX_HOME = "/tmp/home"  # the private HOME inside (on the sandbox's own /tmp)
 SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # npm's cache inside: a private folder (tools.npm_cache), else empty
@@ -124,6 +125,8 @@ def sandbox_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     if shutil.which("prlimit") is None:
         return "prlimit (util-linux) is not installed"
+    if (problem := seccomp_problem()) is not None:
+        return problem
     probe = [bwrap, *_namespace_args(), *system_binds(), "--dev", "/dev", "--proc", "/proc", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20)

@@ -18,8 +18,6 @@ import functools
 import io
 import os
 
-import pyseccomp
-
 DENIED_CALLS = (
     # debugging and reading other processes' memory
     "ptrace",
@@ -66,9 +64,20 @@ DENIED_CALLS = (
 )
 
 
+def seccomp_problem() -> str | None:
+    """Why the filter cannot be built here (one line), or None."""
+    try:
+        seccomp_program()
+    except (ImportError, OSError, RuntimeError) as exc:
+        return f"the seccomp filter cannot be built (libseccomp: {exc})"
+    return None
+
+
 @functools.cache
 def seccomp_program() -> bytes:
     """The compiled BPF program (built once per process)."""
+    import pyseccomp  # loads the system's libseccomp: only where a sandbox starts
+
     rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
     for call in DENIED_CALLS:
         try:
