@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import ROLES, AgentContext, ModelSettings, Role, api_key_for, find_chromium
+from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.sandbox import sandbox_problem
 
 # A refused connection or an unknown host answers at once; a silent host gets this long.
@@ -299,7 +300,22 @@ def tool_checks(context: AgentContext) -> list[Check]:
                 fix="install bubblewrap (scripts/setup.sh does) or pass --no-sandbox",
             )
         )
+        checks.append(_limits_check(context))
     return checks
+
+
+def _limits_check(context: AgentContext) -> Check:
+    """The sandbox's memory and CPU caps enforceable for all its processes together (a warning, not a failure)."""
+    lost = limit_warnings(context.sandbox)
+    if not lost:
+        return Check(name="sandbox limits", ok=True, detail="one cgroup per sandbox: processes, memory, CPU")
+    return Check(
+        name="sandbox limits",
+        ok=False,
+        blocking=False,
+        detail=lost[0],
+        fix="run the agent where it may make cgroups under /sys/fs/cgroup (as root in a container or VM)",
+    )
 
 
 def npm_registry() -> str:

@@ -109,7 +109,7 @@ class ModelSettings(BaseModel):
 
 
 class SandboxSettings(BaseModel):
-    """How processes that run generated code are confined (``tools.sandbox``); limits are per command."""
+    """How processes that run generated code are confined (``tools.sandbox``, ``tools.limits``); limits are per command."""
 
     enabled: bool = Field(
         default=True, description="Run generated code under bubblewrap; False (--no-sandbox) runs it unconfined."
@@ -119,6 +119,10 @@ class SandboxSettings(BaseModel):
     max_pids: int = Field(default=512, ge=16, description="Processes and threads in one sandbox.")
     file_size_mb: int = Field(default=512, ge=1, description="Largest file a process may write, MB (RLIMIT_FSIZE).")
     workspace_mb: int = Field(default=2048, ge=16, description="Cap on the workspace, node_modules included, MB.")
+    sandbox_memory_mb: int = Field(
+        default=4096, ge=64, description="Memory of one sandbox, all its processes together, MB (cgroup)."
+    )
+    cpus: float = Field(default=2.0, gt=0, description="CPUs one sandbox may use, all its processes together (cgroup).")
     tmpfs_mb: int = Field(
         default=512, ge=16, description="Size of each private in-memory folder (/tmp, the home folders), MB."
     )

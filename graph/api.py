@@ -32,6 +32,7 @@ from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 from webgen_agent.tools.browser import browser_unconfined_warning
+from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -120,18 +121,18 @@ async def _drive(
     reviewer: Reviewer | None = None,
     answer: ReviewDecision | None = None,
 ) -> RunResult:
-    warnings = []
+    warnings: list[str] = []
     browser_warning = await asyncio.to_thread(browser_unconfined_warning)
     if browser_warning is not None:
         warnings.append(browser_warning)
-        if on_progress is not None:
-            on_progress(ProgressEvent(node="run", warning=browser_warning).model_dump())
     if context.sandbox.enabled:
         await asyncio.to_thread(require_sandbox)  # before anything is recorded: the run would stop at its first install
+        warnings += await asyncio.to_thread(limit_warnings, context.sandbox)  # what this host cannot cap
     else:
         warnings.append(UNCONFINED_WARNING)
+    for warning in warnings:
         if on_progress is not None:
-            on_progress(ProgressEvent(node="run", warning=UNCONFINED_WARNING).model_dump())
+            on_progress(ProgressEvent(node="run", warning=warning).model_dump())
     runs = await asyncio.to_thread(RunIndex, db_path)
     await runs.astart(record)
     config = run_config(record.run_id, record.group_id)

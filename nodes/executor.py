@@ -7,12 +7,14 @@ overlay, a blank page) and come back as text for the coder, never as exceptions.
 from __future__ import annotations
 
 import asyncio
+import shutil
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from langgraph.runtime import Runtime
 
-from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.checkpoints.store import SKIPPED_DIRS, BlobStore
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
@@ -27,7 +29,7 @@ from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pa
 from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import review_commands, review_on
-from webgen_agent.tools.bolt import parse_reply
+from webgen_agent.tools.bolt import FileAction, parse_reply
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
 from webgen_agent.tools.site import ExecutionResult
@@ -108,6 +110,29 @@ def structure_failure(scaffold: Scaffold, problems: list[str]) -> Execution:
     }
 
 
+OVER_CAP_RESET = (
+    "The project folder was over its size cap, so what the shell actions and the dev server wrote was "
+    "discarded: the step keeps its file actions only (and node_modules is installed again)."
+)
+
+
+def _reset_over_cap(
+    blobs: BlobStore,
+    workspace: Path,
+    files_before: str | None,
+    written: list[FileAction],
+    over_cap: Callable[[], str | None],
+) -> None:
+    """Make the workspace hold the previous step's files plus ``written``; drop build folders if still over."""
+    blobs.materialize(files_before or None, workspace)
+    apply_files(workspace, written)
+    if over_cap() is None:
+        return
+    for name in SKIPPED_DIRS:
+        if (workspace / name).is_dir() and not (workspace / name).is_symlink():
+            shutil.rmtree(workspace / name, ignore_errors=True)
+
+
 def _record_workspace(blobs: BlobStore, workspace: Path) -> tuple[str, dict[str, str]]:
     """Snapshot the workspace into the store and mark it as holding that snapshot: (hash, manifest)."""
     files = blobs.snapshot(workspace)
@@ -141,7 +166,8 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
 
     scaffold = load_scaffold(context.scaffold) if context.scaffold else None
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
-    applied = await asyncio.to_thread(apply_files, workspace, [f for f in parsed.files if f.path not in refusals])
+    written = [f for f in parsed.files if f.path not in refusals]
+    applied = await asyncio.to_thread(apply_files, workspace, written)
     problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
     problems += review_notes
     for asked, command in zip(parsed.shell, commands, strict=True):
@@ -160,6 +186,12 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
         if too_big := await asyncio.to_thread(site.size_problem):  # walks the workspace
             problems.append(too_big)
+    # An over-cap workspace is never recorded (so never stored, nor copied to site/): it goes back
+    # to the step's own files, and build folders (node_modules included) are dropped if need be.
+    if await asyncio.to_thread(site.size_problem):
+        await site.stop()
+        await asyncio.to_thread(_reset_over_cap, blobs, workspace, files_before, written, site.size_problem)
+        problems.append(OVER_CAP_RESET)
 
     files, after = await asyncio.to_thread(_record_workspace, blobs, workspace)
     changed = sorted(_diff(before, after))

@@ -11,7 +11,7 @@ from webgen_agent.apps.doctor import database_check, endpoint_checks, first_fail
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import Settings
+from webgen_agent.core.context import AgentContext, Settings
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +80,21 @@ def test_doctor_prints_a_table_with_a_fix_per_failing_line(tmp_path: Path):
         assert name in result.stdout
     assert "connection refused" in result.stdout and "start the server" in result.stdout
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_host_without_sandbox_cgroups_is_a_warning_naming_what_is_lost(monkeypatch):
+    import webgen_agent.apps.doctor as doctor
+    from webgen_agent.core.context import SandboxSettings
+
+    context = AgentContext.model_validate(
+        {
+            role: {"model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key": "k"}
+            for role in ("coder", "vlm", "feedback")
+        }
+        | {"sandbox": SandboxSettings()}
+    )
+    monkeypatch.setattr(doctor, "limit_warnings", lambda settings: ["No memory or cpu cgroup can be made here ..."])
+    check = doctor._limits_check(context)
+    assert not check.ok and not check.failed and "memory" in check.detail
+    monkeypatch.setattr(doctor, "limit_warnings", lambda settings: [])
+    assert doctor._limits_check(context).ok

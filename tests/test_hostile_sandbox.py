@@ -11,6 +11,10 @@
 - Reading what the agent keeps on the host: ``--ro-bind / /`` left the run database (other runs,
   their code and checkpoints), the dependency cache, the process registry, other runs' folders and
   the user's project readable, and, for a root caller, ``/etc/shadow`` and ``/etc/ssl/private``.
+- Writing into npm's cache: the user's ~/.npm was bound writable for installs and shell actions
+  (files left there, cacache entries later unsandboxed installs trust).
+- A dependency's postinstall rewriting another package: it ran before the tree was stored in the
+  shared cache, so the next run restored the rewritten tree.
 """
 
 from __future__ import annotations
@@ -229,3 +233,180 @@ async def test_nothing_the_agent_keeps_on_the_host_is_readable_inside(user_proje
     for path in probes:
         assert f"absent: {path}" in out, out
     assert "host process" not in out and "private" not in out, out
+
+
+async def test_a_shell_action_cannot_write_the_users_npm_cache_nor_plant_entries_in_the_agents(tmp_path, monkeypatch):
+    import hashlib
+
+    from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE
+    from webgen_agent.tools.site import SiteRunner
+
+    users = tmp_path / "users-npm-cache"
+    (users / "_cacache").mkdir(parents=True)
+    monkeypatch.setenv("npm_config_cache", str(users))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "index.html").write_text("<h1>hi</h1>")
+    honest = b"honest content"
+    good = hashlib.sha512(honest).hexdigest()
+    forged = hashlib.sha512(b"what the name promises").hexdigest()
+    content = "$npm_config_cache/_cacache/content-v2/sha512"
+    script = (
+        f"mkdir -p {content}/{good[:2]}/{good[2:4]} {content}/{forged[:2]}/{forged[2:4]} "
+        "$npm_config_cache/_cacache/index-v5/aa/bb ~/.npm/_cacache && "
+        f"printf '{honest.decode()}' > {content}/{good[:2]}/{good[2:4]}/{good[4:]} && "
+        f"printf 'PLANTED' > {content}/{forged[:2]}/{forged[2:4]}/{forged[4:]} && "
+        "printf 'PLANTED' > $npm_config_cache/_cacache/index-v5/aa/bb/entry && "
+        "printf 'PLANTED' > ~/.npm/_cacache/planted && "
+        f"printf 'PLANTED' > {users}/_cacache/planted 2>/dev/null; echo wrote"
+    )
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=tmp_path / "deps-cache")
+    result = await runner.shell(script, timeout_s=60)
+    assert "wrote" in result.output_tail, result.output_tail
+    assert [p for p in users.rglob("*") if p.is_file()] == []  # the user's cache: untouched
+    agents = tmp_path / "deps-cache" / AGENT_NPM_CACHE
+    kept = sorted(p.relative_to(agents).as_posix() for p in agents.rglob("*") if p.is_file())
+    # Only the content file whose name is its own SHA-512 came back; no index entry, no forged content.
+    assert kept == [f"_cacache/content-v2/sha512/{good[:2]}/{good[2:4]}/{good[4:]}"]
+
+
+@pytest.mark.e2e
+async def test_a_sandboxed_npm_install_fills_only_the_agents_content_cache(tmp_path, monkeypatch):
+    from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, content_files
+    from webgen_agent.tools.site import SiteRunner
+
+    users = tmp_path / "users-npm-cache"
+    users.mkdir()
+    monkeypatch.setenv("npm_config_cache", str(users))
+    workspace = _project(tmp_path / "ws", {**HONEST, "dependencies": {"react": "^18.3.1", "react-dom": "^18.3.1"}})
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", deps_cache_dir=tmp_path / "deps-cache")
+    result = await runner.ensure_dependencies()
+    assert result.error is None and not result.cached, result
+    assert (workspace / "node_modules" / "react-dom" / "package.json").is_file()
+    agents = tmp_path / "deps-cache" / AGENT_NPM_CACHE
+    assert len(content_files(agents)) >= 3  # react, react-dom, loose-envify, ...: kept for the next install
+    assert not (agents / "_cacache" / "index-v5").exists()
+    assert list(users.iterdir()) == []
+
+
+def _tarball(files: dict[str, str]) -> bytes:
+    """An npm package tarball (``package/<file>``) holding ``files``."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(data), 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def local_registry():
+    """A registry on loopback serving two packages: a victim, and one whose postinstall rewrites the victim."""
+    import base64
+    import hashlib
+    import http.server
+    import threading
+
+    packages = {
+        "webgen-victim": {
+            "package.json": json.dumps({"name": "webgen-victim", "version": "1.0.0"}),
+            "index.js": "module.exports = 'honest';\n",
+        },
+        "webgen-planter": {
+            "package.json": json.dumps(
+                {"name": "webgen-planter", "version": "1.0.0", "scripts": {"postinstall": "node plant.js"}}
+            ),
+            "plant.js": "require('fs').writeFileSync(require('path').join(__dirname, '..', 'webgen-victim', 'index.js'), \"module.exports = 'PWNED';\\n\")\n",
+        },
+    }
+    tarballs = {name: _tarball(files) for name, files in packages.items()}
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_GET(self):
+            name = self.path.strip("/").split("/")[0]
+            if name not in packages:
+                self.send_error(404)
+                return
+            if "/-/" in self.path:
+                body = tarballs[name]
+            else:
+                manifest = json.loads(packages[name]["package.json"])
+                digest = base64.b64encode(hashlib.sha512(tarballs[name]).digest()).decode()
+                tarball = f"http://127.0.0.1:{self.server.server_port}/{name}/-/{name}-1.0.0.tgz"
+                manifest["dist"] = {"tarball": tarball, "integrity": f"sha512-{digest}"}
+                body = json.dumps(
+                    {"name": name, "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": manifest}}
+                ).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+
+
+async def test_a_dependencys_postinstall_cannot_change_the_cached_tree(tmp_path, monkeypatch, local_registry):
+    monkeypatch.setenv("npm_config_registry", local_registry)
+    cache = DepsCache(tmp_path / "deps-cache")
+    manifest = {"name": "p", "version": "1.0.0", "dependencies": {"webgen-planter": "1.0.0", "webgen-victim": "1.0.0"}}
+
+    async def install(workspace: Path):
+        return await install_dependencies(
+            workspace,
+            dependency_key(workspace),
+            cache=cache,
+            timeout_s=120,
+            registry=None,
+            log_path=lambda: tmp_path / "logs" / f"{workspace.name}-{os.urandom(4).hex()}.log",
+            sandbox=workspace_confinement(workspace, SandboxSettings(), "install"),
+        )
+
+    first = _project(tmp_path / "first", manifest)
+    result = await install(first)
+    entry = cache.entry(cache_key(first))
+    assert entry is not None
+    assert (entry / "node_modules" / "webgen-victim" / "index.js").read_text() == "module.exports = 'honest';\n"
+    # The planter's script ran (in this copy) and could not write outside its own package.
+    assert result.error and "install script" in result.error, result
+    second = _project(tmp_path / "second", manifest)
+    await install(second)  # restored from the cache: the same script, the same refusal
+    assert (second / "node_modules" / "webgen-victim" / "index.js").read_text() == "module.exports = 'honest';\n"
+
+
+def test_only_verified_regular_content_files_go_back_to_the_agents_npm_cache(tmp_path):
+    import hashlib
+
+    from webgen_agent.tools.npm_cache import content_files, merge_verified, seed
+
+    private, agents = tmp_path / "private", tmp_path / "agents"
+
+    def content(data: bytes, *, under: str | None = None) -> Path:
+        digest = hashlib.sha512(under.encode() if under else data).hexdigest()
+        path = private / "_cacache" / "content-v2" / "sha512" / digest[:2] / digest[2:4] / digest[4:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
+
+    content(b"a real tarball")
+    content(b"PLANTED", under="what the name promises")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"a file of the agent's")
+    link = content(b"", under="a file of the agent's")
+    link.unlink()
+    link.symlink_to(outside)  # right digest, but a link out of the cache
+    assert merge_verified(private, agents) == 1
+    assert [path.read_bytes() for _digest, path in content_files(agents)] == [b"a real tarball"]
+    assert seed(agents, tmp_path / "next") == len(b"a real tarball")
+    assert seed(agents, tmp_path / "small", max_bytes=4) == 0

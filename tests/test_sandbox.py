@@ -4,6 +4,7 @@ the dependency cache it cannot write, and the one-line error and warning around 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -254,9 +255,11 @@ async def test_a_kept_dev_server_that_fills_the_workspace_is_stopped_at_the_next
     try:
         first = await runner.ensure_running()
         assert first.ok and first.url, first.error
-        async with httpx.AsyncClient() as client:
-            assert (await client.get(first.url.rstrip("/") + "/fill", timeout=60)).status_code == 200
         server = runner.server
+        async with httpx.AsyncClient() as client:
+            # The workspace guard may kill the server before it answers (tests/test_hostile_limits.py).
+            with contextlib.suppress(httpx.HTTPError):
+                await client.get(first.url.rstrip("/") + "/fill", timeout=60)
         assert server is not None
         second = await runner.ensure_running(set())  # the next step, nothing edited: the server is kept
         assert not second.ok and second.stage == "start" and "over the 32 MB cap" in (second.error or ""), second

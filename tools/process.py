@@ -31,8 +31,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.tools.limits import SandboxCgroup, WorkspaceGuard
 from webgen_agent.tools.registry import ProcessRegistry, group_alive, signal_group
-from webgen_agent.tools.sandbox import Confinement, PidsCgroup, sandbox_env
+from webgen_agent.tools.sandbox import Confinement, sandbox_env
+from webgen_agent.tools.seccomp import seccomp_fd
 
 # -- environment ---------------------------------------------------------------------------------
 
@@ -142,7 +144,7 @@ class ManagedProcess:
         argv: list[str],
         log_path: Path,
         registry: ProcessRegistry | None,
-        cgroup: PidsCgroup | None = None,
+        cgroup: SandboxCgroup | None = None,
     ) -> None:
         self._popen = popen
         self.argv = argv
@@ -170,7 +172,7 @@ class ManagedProcess:
         group id) as that uid, for a caller that may switch users.
 
         With ``sandbox`` the command runs confined (``tools.sandbox``): under bwrap, with the
-        sandbox's limits and, where one can be made, in a pids cgroup of its own. With ``registry``
+        sandbox's limits and, where one can be made, in a cgroup of its own (processes, memory, CPU). With ``registry``
         the command is exec'd only once the registry holds its group (``_GATE``).
         """
         cwd = Path(cwd)
@@ -179,13 +181,14 @@ class ManagedProcess:
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(env) if env is not None else scrubbed_env()
-        command, cgroup = list(argv), None
+        command, cgroup, filter_fd = list(argv), None, None
         if sandbox is not None:
-            command = sandbox.command(command, env)
+            filter_fd = seccomp_fd()  # bwrap reads the seccomp program from it (inherited, then closed here)
+            command = sandbox.command(command, env, seccomp_fd=filter_fd)
             # bwrap itself (PID 1 inside, /proc/1/environ) and the wrappers before it get only the
             # allow-listed environment too: --clearenv cleans the command's, not bwrap's own.
             env = sandbox_env(env)
-            cgroup = PidsCgroup.create(sandbox.settings.max_pids)
+            cgroup = SandboxCgroup.create(sandbox.settings)
             if cgroup is not None:
                 command = cgroup.enter(command)
         gate = None
@@ -202,7 +205,7 @@ class ManagedProcess:
                 log_path,
                 env,
                 stdin=gate[0] if gate else subprocess.DEVNULL,
-                pass_fds=pass_fds,
+                pass_fds=(*pass_fds, filter_fd) if filter_fd is not None else pass_fds,
                 user=user,
             )
         except BaseException:
@@ -214,6 +217,8 @@ class ManagedProcess:
         finally:
             if gate is not None:
                 os.close(gate[0])
+            if filter_fd is not None:
+                os.close(filter_fd)
         if registry is not None and gate is not None:
             try:
                 registry.add(popen.pid, list(argv))
@@ -335,6 +340,9 @@ class CommandResult(BaseModel):
     timed_out: bool = False
     seconds: float
     output_tail: str = Field(default="", description="The last lines of stdout+stderr, ANSI codes removed.")
+    over_size_cap: bool = Field(
+        default=False, description="Killed because the workspace passed the sandbox's size cap while it ran."
+    )
 
     @property
     def ok(self) -> bool:
@@ -355,6 +363,8 @@ async def run_command(
     """Run a command to completion in its own group; the group is killed on timeout or cancellation.
 
     Whatever the command left running in its group (a backgrounded server) is killed when it ends.
+    A sandboxed command is also killed once its workspace passes the sandbox's size cap
+    (``WorkspaceGuard``; ``over_size_cap`` says so, and the output's last line tells the model).
     """
     started = time.monotonic()
     temp_log = None
@@ -364,23 +374,41 @@ async def run_command(
         proc = await ManagedProcess.astart(
             argv, cwd=cwd, log_path=log_path, env=env, registry=registry, sandbox=sandbox
         )
+        guard = size_guard(sandbox, proc.pgid)
         try:
             code = await proc.wait(timeout_s)
         except BaseException:  # CancelledError, KeyboardInterrupt: never leave the group running
             proc.kill_now()
             raise
+        finally:
+            if guard is not None:
+                await asyncio.to_thread(guard.stop)
         timed_out = code is None
         await proc.stop(grace_s=2.0 if timed_out else 0.0)
+        over = guard is not None and guard.tripped_at is not None
+        tail = proc.log_tail(tail_lines)
         return CommandResult(
             argv=list(argv),
             exit_code=code,
             timed_out=timed_out,
             seconds=round(time.monotonic() - started, 3),
-            output_tail=proc.log_tail(tail_lines),
+            output_tail=f"{tail}\n{guard.message()}".strip() if over and guard is not None else tail,
+            over_size_cap=over,
         )
     finally:
         if temp_log is not None:
             await asyncio.to_thread(temp_log.unlink, missing_ok=True)
+
+
+def size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None:
+    """A started watch on a sandboxed command's workspace: the size cap holds while it writes, not only after."""
+    if sandbox is None:
+        return None
+    cap = sandbox.settings.workspace_mb * 1024 * 1024
+    if sandbox.npm_cache is None:
+        return WorkspaceGuard((sandbox.workspace,), cap, pgid).start()
+    # What the command adds to its private npm cache counts against the same cap.
+    return WorkspaceGuard((sandbox.workspace, sandbox.npm_cache), cap + sandbox.npm_cache_seed_bytes, pgid).start()
 
 
 def _temp_log() -> str:

@@ -9,10 +9,11 @@ homes, /root, the run database, the dependency cache, the process registry, the 
 user's project, /sys) is absent inside. The network namespace is shared: installs need the registry and Chromium, outside
 the sandbox, reaches the dev server on loopback.
 
-A fork bomb is stopped by a pids cgroup when one can be made (cgroup v1 ``pids`` or v2, as root),
-else by ``RLIMIT_NPROC`` inside the user namespace, which the kernel enforces per sandbox for a
-non-root caller (for a root caller it does not: hence the cgroup). The PID namespace makes the
-whole tree die with its first process.
+The whole sandbox (all its processes together) is capped by a cgroup where one can be made
+(``tools.limits``: processes, memory, CPU). Without one a fork bomb is still stopped by
+``RLIMIT_NPROC`` inside the user namespace, which the kernel enforces per sandbox for a non-root
+caller (for a root caller it does not: hence the cgroup). The PID namespace makes the whole tree
+die with its first process.
 
 Hand-written on top of bwrap because no maintained Python library wraps it; bwrap itself does the
 confining.
@@ -24,19 +25,18 @@ import contextlib
 import functools
 import os
 import shutil
-import signal
 import subprocess
-import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from webgen_agent.core.context import ConfigError, SandboxSettings
+from webgen_agent.tools.limits import cgroup_parent, disk_usage
+from webgen_agent.tools.seccomp import seccomp_problem
 
 SANDBOX_HOME = "/tmp/home"  # the private HOME inside (on the sandbox's own /tmp)
-SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # where the real npm cache is bound inside
+SANDBOX_NPM_CACHE = "/tmp/npm-cache"  # npm's cache inside: a private folder (tools.npm_cache), else empty
 _INNER_UID = 1000  # the user a root caller's commands run as inside (a non-root caller keeps its own)
 # Variables a generated process may see; everything else is dropped (the caller's env is already scrubbed).
 _ALLOWED_NAMES = frozenset(
@@ -66,7 +66,6 @@ _ALLOWED_NAMES = frozenset(
 )
 # npm settings that would point npm outside the sandbox's own folders.
 _NPM_PATH_SETTINGS = ("cache", "userconfig", "globalconfig", "prefix", "logs_dir", "tmp")
-_CGROUP_PARENT = "webgen-sandbox"
 # The host folders every sandbox sees, read-only (on merged-/usr systems the rest are links into /usr).
 _SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # The /etc entries programs read: name lookup, TLS roots (certs only, never ssl/private), users and
@@ -126,6 +125,8 @@ def sandbox_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed"
     if shutil.which("prlimit") is None:
         return "prlimit (util-linux) is not installed"
+    if (problem := seccomp_problem()) is not None:
+        return problem
     probe = [bwrap, *_namespace_args(), *system_binds(), "--dev", "/dev", "--proc", "/proc", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
@@ -185,12 +186,6 @@ def _namespace_args() -> list[str]:
         "--cap-drop",
         "ALL",
     ]
-
-
-def npm_cache_dir() -> Path:
-    """The npm cache the caller's npm uses (``npm_config_cache`` or ~/.npm)."""
-    configured = os.environ.get("npm_config_cache") or os.environ.get("NPM_CONFIG_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".npm"
 
 
 def system_binds() -> list[str]:
@@ -275,9 +270,11 @@ class Confinement:
 
     ``workspace`` is writable; ``read_only`` paths inside it are bound read-only over themselves
     (the dependency cache's hardlinked node_modules), ``writable`` paths inside those are opened
-    again (build caches); ``npm_cache_writable`` lets an install fill npm's cache; ``hide`` adds
-    folders shown as empty private ones (the run folder around the workspace, so that writing beside
-    the workspace goes nowhere).
+    again (build caches); ``npm_cache`` is a private folder bound as npm's cache (``tools.npm_cache``;
+    without one npm's cache is an empty folder on the sandbox's own /tmp, and the user's ~/.npm is
+    never shown), ``npm_cache_seed_bytes`` what it held before the command (the workspace's size cap
+    covers what the command adds to it); ``hide`` adds folders shown as empty private ones (the run
+    folder around the workspace, so that writing beside the workspace goes nowhere).
     """
 
     workspace: Path
@@ -285,10 +282,14 @@ class Confinement:
     read_only: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     hide: tuple[Path, ...] = ()
-    npm_cache_writable: bool = False
+    npm_cache: Path | None = None
+    npm_cache_seed_bytes: int = 0
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``)."""
+    def command(self, argv: Sequence[str], env: Mapping[str, str], *, seccomp_fd: int | None = None) -> list[str]:
+        """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``).
+
+        ``seccomp_fd``: a descriptor the command inherits holding the seccomp program (``tools.seccomp``).
+        """
         workspace = self.workspace.resolve()
         args = ["bwrap", "--clearenv", *_namespace_args(), *system_binds(), "--dev", "/dev", "--proc", "/proc"]
         # Each private folder is memory: sized, or one sandbox could fill half the host's RAM.
@@ -299,11 +300,8 @@ class Confinement:
             if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
         args += ["--dir", SANDBOX_HOME]
-        cache = npm_cache_dir()
-        with contextlib.suppress(OSError):
-            cache.mkdir(parents=True, exist_ok=True)
-        if cache.is_dir():
-            args += ["--bind" if self.npm_cache_writable else "--ro-bind", str(cache), SANDBOX_NPM_CACHE]
+        if self.npm_cache is not None and self.npm_cache.is_dir():
+            args += ["--bind", str(self.npm_cache), SANDBOX_NPM_CACHE]
         args += ["--bind", str(workspace), str(workspace)]
         for path in self.read_only:
             if path.exists():
@@ -315,6 +313,8 @@ class Confinement:
         args += ["--remount-ro", "/"]
         for name, value in sandbox_env(env).items():
             args += ["--setenv", name, value]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         limits = self.settings
         mb = 1024 * 1024
         args = [
@@ -334,120 +334,9 @@ class Confinement:
         return args
 
 
-# -- pids cgroup ---------------------------------------------------------------------------------
-
-
-@functools.cache
-def _pids_cgroup_root() -> Path | None:
-    """A folder under which pids cgroups can be made (cgroup v1 or v2), or None."""
-    for base, v2 in ((Path("/sys/fs/cgroup/pids"), False), (Path("/sys/fs/cgroup"), True)):
-        if v2 and "pids" not in _read(base / "cgroup.controllers"):
-            continue
-        if not v2 and not (base / "cgroup.procs").exists():
-            continue
-        parent = base / _CGROUP_PARENT
-        try:
-            parent.mkdir(exist_ok=True)
-            if v2:
-                (parent / "cgroup.subtree_control").write_text("+pids")
-            probe = parent / f"probe-{uuid.uuid4().hex[:8]}"
-            probe.mkdir()
-            ok = (probe / "pids.max").exists()
-            probe.rmdir()
-        except OSError:
-            continue
-        if ok:
-            _sweep(parent)
-            return parent
-    return None
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _sweep(parent: Path) -> None:
-    """Remove cgroups left by agent processes that are gone (rmdir fails on one still in use)."""
-    for child in parent.iterdir():
-        owner = child.name.split("-", 1)[0]
-        if child.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
-            with contextlib.suppress(OSError):
-                child.rmdir()
-
-
 def pids_limit_enforced() -> bool:
     """Whether a fork bomb inside the sandbox is stopped at ``max_pids`` on this machine."""
-    return _pids_cgroup_root() is not None or os.geteuid() != 0
-
-
-@dataclass
-class PidsCgroup:
-    """A pids cgroup for one sandboxed command; ``enter`` prefixes the command so it starts inside."""
-
-    path: Path
-
-    @classmethod
-    def create(cls, max_pids: int) -> PidsCgroup | None:
-        root = _pids_cgroup_root()
-        if root is None:
-            return None
-        path = root / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(max_pids))
-        except OSError:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-            return None
-        return cls(path)
-
-    def enter(self, argv: Sequence[str]) -> list[str]:
-        # Writing 0 moves the writer: the shell joins the cgroup, then execs the command in place.
-        return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *argv]
-
-    def remove(self) -> None:
-        """Kill whatever is still inside (only ever this sandbox's processes), then remove the cgroup."""
-        for attempt in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                for pid in _read(self.path / "cgroup.procs").split():
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), signal.SIGKILL)
-                time.sleep(0.01 * min(attempt + 1, 10))
-
-
-# -- workspace size ------------------------------------------------------------------------------
-
-
-def disk_usage(root: Path) -> int:
-    """Bytes of disk the files under ``root`` take (each inode once, symlinks not followed)."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            elif (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
-    return total
+    return cgroup_parent("pids") is not None or os.geteuid() != 0
 
 
 # -- the dependency cache -------------------------------------------------------------------------
@@ -533,7 +422,7 @@ def workspace_confinement(
 
     A dev server sees node_modules read-only (its build caches writable): the tree may be the
     dependency cache's, shared by hardlinks with other workspaces. Installs and shell actions must
-    get a private copy first (``own_copies``); they may fill npm's cache.
+    get a private copy first (``own_copies``), and a private npm cache (``tools.npm_cache``).
     """
     require_sandbox()
     node_modules = workspace / "node_modules"
@@ -551,7 +440,6 @@ def workspace_confinement(
         read_only=read_only,
         writable=writable,
         hide=tuple(hide),
-        npm_cache_writable=purpose != "server",
     )
 
 

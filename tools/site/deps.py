@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -32,6 +33,17 @@ from webgen_agent.tools.site.project import read_package_json
 DEPS_MARKER = ".webgen-deps"  # skipped by snapshots (checkpoints.store.SKIPPED_FILES)
 LOCKFILES = ("package-lock.json", "npm-shrinkwrap.json")
 NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+# Runs the lifecycle scripts of already-installed dependencies; bin links were made by the install
+# (and node_modules/.bin is read-only then).
+NPM_REBUILD = [
+    "npm",
+    "rebuild",
+    "--no-bin-links",
+    "--ignore-scripts=false",
+    "--no-audit",
+    "--no-fund",
+    "--loglevel=error",
+]
 INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
 # Build caches the dependency cache must not carry from one project to another.
 _CACHE_SKIP = BUILD_CACHES
@@ -108,10 +120,12 @@ async def install_dependencies(
     registry: ProcessRegistry | None,
     log_path: Callable[[], Path],
     sandbox: Confinement | None = None,
+    scripts_log_path: Callable[[], Path] | None = None,
 ) -> InstallResult:
     """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
 
-    Never run under a live dev server. ``log_path`` names a new log file for each npm attempt.
+    Never run under a live dev server. ``log_path`` names a new log file for each npm attempt,
+    ``scripts_log_path`` (default ``log_path``) one for the dependencies' install scripts.
     """
     ws = workspace
     await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
@@ -120,26 +134,38 @@ async def install_dependencies(
         cache = None  # what it installs is not described by its manifest: never shared, either way
     manifest = await asyncio.to_thread(cache_key, ws) if cache is not None else ""
     if cache is not None and await asyncio.to_thread(cache.restore, manifest, ws):
+        scripts = await run_dependency_scripts(
+            ws, timeout_s=timeout_s, log_path=scripts_log_path or log_path, registry=registry, sandbox=sandbox
+        )
+        if scripts is not None and not scripts.ok:
+            return _scripts_failed(scripts, started)
         _write_marker(ws, [key, dependency_key(ws)])
         return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
 
     if sandbox is not None and (ws / "node_modules").is_dir():
         # Install scripts run with write access to node_modules: never to files the cache shares.
         await asyncio.to_thread(own_copies, ws / "node_modules")
+    # A tree for the shared cache is installed with every lifecycle script off: what it holds is
+    # then only what the registry's tarballs hold. The scripts run afterwards, in this copy only.
+    no_scripts = ["--ignore-scripts"] if cache is not None else []
 
     def attempt(extra: list[str]) -> Awaitable[CommandResult]:
-        return npm_install(ws, extra, timeout_s=timeout_s, log_path=log_path(), registry=registry, sandbox=sandbox)
+        return npm_install(
+            ws, [*no_scripts, *extra], timeout_s=timeout_s, log_path=log_path(), registry=registry, sandbox=sandbox
+        )
 
     result = await attempt([])
     # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
     for retry in INSTALL_RETRIES:
-        if result.ok or result.timed_out:
+        if result.ok or result.timed_out or result.over_size_cap:
             break
         result = await attempt([retry])
     seconds = round(time.monotonic() - started, 3)
     if not result.ok:
         if result.timed_out:
             headline = f"`npm install` did not finish within {timeout_s:g} s and was stopped."
+        elif result.over_size_cap:
+            headline = "`npm install` was stopped: the project folder went over its size cap while it ran."
         else:
             headline = (
                 f"`npm install` failed (exit code {result.exit_code}), also when retried with "
@@ -151,10 +177,105 @@ async def install_dependencies(
             log_tail=last_lines(result.output_tail),
             seconds=seconds,
         )
+    if cache is not None:
+        if await asyncio.to_thread(_shareable, ws):
+            await asyncio.to_thread(cache.store, [manifest, cache_key(ws)], ws)
+        scripts = await run_dependency_scripts(
+            ws, timeout_s=timeout_s, log_path=scripts_log_path or log_path, registry=registry, sandbox=sandbox
+        )
+        if scripts is not None and not scripts.ok:
+            return _scripts_failed(scripts, started)
     _write_marker(ws, [key, dependency_key(ws)])  # npm may have written a lockfile: both keys describe this tree
-    if cache is not None and await asyncio.to_thread(_shareable, ws):
-        await asyncio.to_thread(cache.store, [manifest, cache_key(ws)], ws)
+    seconds = round(time.monotonic() - started, 3)
     return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail))
+
+
+# Scripts npm runs for an installed dependency (and `node-gyp rebuild` when it has a binding.gyp).
+_DEPENDENCY_SCRIPTS = ("preinstall", "install", "postinstall")
+
+
+def scripted_packages(node_modules: Path) -> list[Path]:
+    """The package folders under ``node_modules`` (nested ones included) whose install scripts npm runs."""
+    found: list[Path] = []
+    stack = [node_modules]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith("@"):
+                stack.append(entry)  # a scope: its packages are one level down
+                continue
+            if entry.name.startswith("."):
+                continue
+            try:
+                package = json.loads((entry / "package.json").read_text())
+            except (OSError, ValueError):
+                continue
+            raw = package.get("scripts") if isinstance(package, dict) else None
+            scripts = raw if isinstance(raw, dict) else {}
+            if any(name in scripts for name in _DEPENDENCY_SCRIPTS) or (entry / "binding.gyp").is_file():
+                found.append(entry)
+            stack.append(entry / "node_modules")
+    return found
+
+
+async def run_dependency_scripts(
+    workspace: Path,
+    *,
+    timeout_s: float,
+    log_path: Callable[[], Path],
+    registry: ProcessRegistry | None,
+    sandbox: Confinement | None,
+) -> CommandResult | None:
+    """Run the install scripts of the dependencies of a tree installed with ``--ignore-scripts``.
+
+    Each scripted package is first given private copies of its files (the rest may be hardlinked to
+    the shared cache); inside the sandbox node_modules is read-only but for those packages' folders,
+    so a script can change its own package and nothing else. None when no package has scripts.
+    """
+    node_modules = workspace / "node_modules"
+    packages = await asyncio.to_thread(scripted_packages, node_modules)
+    if not packages:
+        return None
+    for package in packages:
+        await asyncio.to_thread(own_copies, package)
+    names = sorted({_package_name(node_modules, package) for package in packages})
+    confined = (
+        dataclasses.replace(sandbox, read_only=(node_modules,), writable=tuple(packages))
+        if sandbox is not None
+        else None
+    )
+    return await run_command(
+        [*NPM_REBUILD, *names],
+        cwd=workspace,
+        timeout_s=timeout_s,
+        log_path=log_path(),
+        registry=registry,
+        tail_lines=200,
+        sandbox=confined,
+    )
+
+
+def _package_name(node_modules: Path, package: Path) -> str:
+    """``react`` or ``@scope/name`` for a package folder (nested under another package's node_modules or not)."""
+    return package.name if not package.parent.name.startswith("@") else f"{package.parent.name}/{package.name}"
+
+
+def _scripts_failed(result: CommandResult, started: float) -> InstallResult:
+    headline = (
+        "A dependency's install script (preinstall, install or postinstall) failed"
+        + (" or ran past its time" if result.timed_out else f" (exit code {result.exit_code})")
+        + ". Such scripts may change their own package only; check the dependencies in package.json."
+    )
+    return InstallResult(
+        ran=True,
+        error=explain(headline, result.output_tail),
+        log_tail=last_lines(result.output_tail),
+        seconds=round(time.monotonic() - started, 3),
+    )
 
 
 async def npm_install(

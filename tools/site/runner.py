@@ -23,7 +23,16 @@ import httpx
 import psutil
 from pydantic import BaseModel, Field
 
-from webgen_agent.tools.process import CommandResult, ManagedProcess, ProcessRegistry, read_tail, scrubbed_env
+from webgen_agent.tools.limits import WorkspaceGuard
+from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, private_npm_cache
+from webgen_agent.tools.process import (
+    CommandResult,
+    ManagedProcess,
+    ProcessRegistry,
+    read_tail,
+    scrubbed_env,
+    size_guard,
+)
 from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
 from webgen_agent.tools.site.deps import (
     DepsCache,
@@ -111,7 +120,10 @@ class SiteRunner:
         self.start_timeout_s = start_timeout_s
         self.log_dir = Path(log_dir)
         self.cache = DepsCache(deps_cache_dir) if deps_cache_dir is not None else None
+        # The agent's own npm cache (never the user's ~/.npm): sandboxes get private copies of it.
+        self.npm_cache = Path(deps_cache_dir) / AGENT_NPM_CACHE if deps_cache_dir is not None else None
         self._server: ManagedProcess | None = None
+        self._server_guard: WorkspaceGuard | None = None
         self._kind: Kind | None = None
         self._vite = False
         self._compiled: set[str] = set()  # module URL paths vite compiled for our pages (so caches)
@@ -143,14 +155,16 @@ class SiteRunner:
         """Run a model-written shell action in this workspace (sandboxed unless the sandbox is off)."""
         if self.sandbox is not None and (self.workspace / "node_modules").is_dir():
             await asyncio.to_thread(own_copies, self.workspace / "node_modules")
-        return await run_shell(
-            command,
-            cwd=self.workspace,
-            timeout_s=timeout_s,
-            registry=self.registry,
-            log_path=log_path,
-            sandbox=await asyncio.to_thread(self.confinement, "shell"),
-        )
+        confined = await asyncio.to_thread(self.confinement, "shell")
+        async with private_npm_cache(confined, self.npm_cache) as sandbox:
+            return await run_shell(
+                command,
+                cwd=self.workspace,
+                timeout_s=timeout_s,
+                registry=self.registry,
+                log_path=log_path,
+                sandbox=sandbox,
+            )
 
     def _log_path(self, what: str) -> Path:
         self._serial += 1
@@ -195,8 +209,11 @@ class SiteRunner:
             result = await self._ensure_running(changed_paths, served_before or {})
             # After the install, the start and whatever a kept server wrote since the last step: the
             # cap holds for all of them, not only for shell actions (a walk of a typical Vite
-            # project, node_modules included, takes tens of milliseconds).
-            if result.ok and (too_big := await asyncio.to_thread(self.size_problem)):
+            # project, node_modules included, takes tens of milliseconds). A start that failed
+            # over the cap failed because of it (the guard kills a server past the cap); an
+            # install's own error already says what stopped it.
+            failed_install = not result.ok and result.stage == "install"
+            if not failed_install and (too_big := await asyncio.to_thread(self.size_problem)):
                 await self.stop()
                 stage: Stage = "install" if result.install_ran and not result.install_cached else "start"
                 return result.model_copy(
@@ -300,15 +317,18 @@ class SiteRunner:
         if await asyncio.to_thread(is_installed, self.workspace, key, package):
             return InstallResult()
         await self.stop()  # never reinstall under a running dev server
-        return await install_dependencies(
-            self.workspace,
-            key,
-            cache=self.cache,
-            timeout_s=self.install_timeout_s,
-            registry=self.registry,
-            log_path=lambda: self._log_path("install"),
-            sandbox=await asyncio.to_thread(self.confinement, "install"),
-        )
+        confined = await asyncio.to_thread(self.confinement, "install")
+        async with private_npm_cache(confined, self.npm_cache) as sandbox:
+            return await install_dependencies(
+                self.workspace,
+                key,
+                cache=self.cache,
+                timeout_s=self.install_timeout_s,
+                registry=self.registry,
+                log_path=lambda: self._log_path("install"),
+                sandbox=sandbox,
+                scripts_log_path=lambda: self._log_path("scripts"),
+            )
 
     # -- start ---------------------------------------------------------------------------------
     async def _can_reuse(self, kind: Kind, config: str | None, changed: set[str] | None, installed: bool) -> bool:
@@ -339,6 +359,7 @@ class SiteRunner:
             assert command is not None
             argv, extra = command
         log_path = self._log_path("server")
+        confined = await asyncio.to_thread(self.confinement, "server")
         try:
             server = await ManagedProcess.astart(
                 argv,
@@ -346,10 +367,12 @@ class SiteRunner:
                 log_path=log_path,
                 env=scrubbed_env(extra),
                 registry=self.registry,
-                sandbox=await asyncio.to_thread(self.confinement, "server"),
+                sandbox=confined,
             )
         except OSError as exc:
             return {"ok": False, "stage": "start", "error": f"Could not start `{' '.join(argv)}`: {exc}"}
+        # Killed while it runs if it fills the workspace; the size check after the step says why.
+        self._server_guard = size_guard(confined, server.pgid)
         self._server, self._kind, self._config = server, kind, config
         self._vite = kind == "npm" and runs_vite(package)
         self._compiled = set()
@@ -416,6 +439,9 @@ class SiteRunner:
     async def stop(self) -> None:
         """Kill the server's whole process group (safe to call when nothing runs)."""
         server, self._server, self._url = self._server, None, None
+        guard, self._server_guard = self._server_guard, None
+        if guard is not None:
+            await asyncio.to_thread(guard.stop)
         if server is not None:
             await server.stop()
 
