@@ -12,9 +12,11 @@ every trajectory of one group, std the sample std (ddof=1); a group of one entry
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles.rules import RewardPool
 from webgen_agent.core.state import Step
 
 MALFORMED_REWARD = -1.0
@@ -126,6 +128,12 @@ def upstream_pool(steps: Sequence[Step]) -> list[PoolEntry]:
     return entries
 
 
+_POOLS: dict[RewardPool, Callable[[Sequence[Step]], list[PoolEntry]]] = {
+    "code-edits": step_pool,
+    "every-step": upstream_pool,
+}
+
+
 def reward_pool(steps: Sequence[Step], profile: str) -> list[PoolEntry]:
     """A trajectory's pool under the rules of the profile it ran with."""
-    return upstream_pool(steps) if profile == "upstream" else step_pool(steps)
+    return _POOLS[profile_rules(profile).reward_pool](steps)

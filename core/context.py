@@ -25,20 +25,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webgen_agent.core.loops import LoopName
 from webgen_agent.core.price_table import listed_price
+from webgen_agent.core.profiles import Profile, profile_rules
 from webgen_agent.core.views import ReviewPoint
 
 Role = Literal["coder", "vlm", "feedback"]
 ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 CriticMode = Literal["template", "llm"]
-# Which rules a run follows: "upstream" reproduces WebGen-Agent step for step, "default" is this
-# project's (docs/fidelity.md lists every difference).
-Profile = Literal["upstream", "default"]
-# WebGen-Agent's capture and GUI-agent window.
-UPSTREAM_VIEWPORT = (1024, 768)
-# Which graph shape a run takes (docs/loops.md): WebGen-Agent's loop, WebLoop's Generator/Critic/Refiner
-# rounds, or one Generator turn (WebGen-R1 style).
-LoopName = Literal["webgen-agent", "webloop", "single"]
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
 DEFAULT_RUNS_DIR = Path("webgen-runs")
@@ -236,10 +230,16 @@ class AgentContext(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _profile_viewport(cls, data: object) -> object:
-        """The upstream profile captures at WebGen-Agent's 1024x768 unless a viewport is given."""
-        if isinstance(data, dict) and data.get("profile") == "upstream":
-            width, height = UPSTREAM_VIEWPORT
-            data = {"viewport_width": width, "viewport_height": height, **data}
+        """A profile with a viewport of its own (upstream: WebGen-Agent's 1024x768) captures at it
+        unless the run gives one."""
+        if not isinstance(data, dict) or data.get("profile") is None:
+            return data
+        try:
+            viewport = profile_rules(str(data["profile"])).viewport
+        except ValueError:  # an unknown profile: the field's own validation says so
+            return data
+        if viewport is not None:
+            data = {"viewport_width": viewport[0], "viewport_height": viewport[1], **data}
         return data
 
     @model_validator(mode="after")

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, NotRequired, Required
 # TypedDict on Python < 3.12.
 from typing_extensions import TypedDict
 
+from webgen_agent.core.profiles.rules import Profile
+
 StepAction = Literal["edit", "screenshot_validated", "finish", "malformed"]
 
 
@@ -223,5 +225,5 @@ class AgentState(TypedDict, total=False):
     status: Literal["running", "finished", "failed", "rejected"]  # rejected: by the reviewer at finalize
     chosen_step: int | None
     site_dir: str | None
-    profile: Literal["upstream", "default"]  # the rules the run followed (exports read it)
+    profile: Profile  # the rules the run followed (exports read it)
     requirements: str | None  # blob hash of the instruction's requirement list (checks, execution-free critic)

@@ -15,8 +15,9 @@ from langgraph.runtime import get_runtime
 
 from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
+from webgen_agent.core.loops import loop_rules
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState
-from webgen_agent.nodes.profile import rules_for
 
 
 class RoutingError(RuntimeError):
@@ -84,16 +85,23 @@ def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refi
 
 
 def checks_on(context: RoutingLimits) -> bool:
-    """Requirement checks follow each judged page: always in webloop and single, on request otherwise."""
+    """Requirement checks follow each judged page: by the loop's rule unless the run says otherwise."""
     if context.requirement_checks is not None:
         return context.requirement_checks
-    return context.loop != "webgen-agent"
+    return loop_rules(context.loop).checks_by_default
 
 
 def _rounds_left(state: AgentState, context: RoutingLimits) -> bool:
-    """webloop: another Critic + Refiner round fits (rounds and step budget)."""
+    """Another Critic + Refiner round fits (rounds and step budget)."""
     refined = sum(1 for s in state.get("steps") or [] if s["role"] == "refiner")
     return refined < context.critique_rounds and not _budget_spent(state, context)
+
+
+def _next_round(state: AgentState, context: RoutingLimits) -> Literal["code_critic", "finalize"]:
+    """A loop without GUI testing: the next critique round if the loop has them and one is left, else the end."""
+    if loop_rules(context.loop).critique_rounds and _rounds_left(state, context):
+        return "code_critic"
+    return "finalize"
 
 
 def route_after_coder(
@@ -104,15 +112,15 @@ def route_after_coder(
     action = step["action"]
     if action == "edit":
         return "executor"
-    if action == "finish" or context.loop == "single":
+    if action == "finish":
         return "finalize"
-    if context.loop == "webloop":  # no page changed: the next round criticises the same code, if one is left
-        return "code_critic" if _rounds_left(state, context) else "finalize"
+    if not loop_rules(context.loop).gui_testing:  # no page changed: a next round criticises the same code
+        return _next_round(state, context)
     if action == "screenshot_validated":
         if step["tests_step"] is None:
             return "backtrack" if _should_backtrack(state, context) else "critic"  # nothing to test yet
-        if rules_for(context.profile).judging == "upstream":
-            return "gui_tester"  # upstream starts the site again for every GUI test
+        if profile_rules(context.profile).gui_test_restarts_site:
+            return "gui_tester"
         execution = state["steps"][step["tests_step"]].get("execution")
         return "gui_tester" if execution and execution["ok"] else "critic"
     if action == "malformed":
@@ -130,17 +138,17 @@ def route_after_executor(
         raise RoutingError(f"step {step['index']} left the executor without an execution result")
     if execution["ok"]:
         return "screenshot_judge"
-    if context.loop != "webgen-agent":
+    if not loop_rules(context.loop).gui_testing:
         return "checker"  # a page that did not run fails every check (the Critic's D is measured on it)
-    if rules_for(context.profile).judging == "upstream" and step.get("screenshot"):
-        return "screenshot_judge"  # upstream grades every captured screenshot, errors or not
+    if profile_rules(context.profile).grade_every_capture and step.get("screenshot"):
+        return "screenshot_judge"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 
 def _after_judgement(state: AgentState, context: RoutingLimits) -> Literal["gui_tester", "critic", "backtrack"]:
     """WebGen-Agent's choice after a page was judged: GUI test a good-looking page, else criticise."""
     step = state["steps"][state["current"]]
-    if rules_for(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
+    if profile_rules(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
@@ -156,10 +164,8 @@ def route_after_checker(
     state: AgentState, limits: RoutingLimits | None = None
 ) -> Literal["code_critic", "finalize", "gui_tester", "critic", "backtrack"]:
     context = limits_of(limits)
-    if context.loop == "webloop":
-        return "code_critic" if _rounds_left(state, context) else "finalize"
-    if context.loop == "single":
-        return "finalize"
+    if not loop_rules(context.loop).gui_testing:
+        return _next_round(state, context)
     return _after_judgement(state, context)
 
 
@@ -171,12 +177,12 @@ def route_after_gui(
     if edit_step is None:
         raise RoutingError("a GUI test ended with no code-edit step under test")
     tested = state["steps"][edit_step]
-    rules = rules_for(context.profile)
+    rules = profile_rules(context.profile)
     if rules.finish_on_gui_pass:
         if tested["gui_passed"] and tested["screenshot_score"] >= context.appearance_threshold:
             return "finalize"
         return "critic"
-    # Upstream: only the coder's finish ends the run; an errored GUI step counts toward a backtrack.
+    # Only the coder's finish ends the run; an errored GUI step counts toward a backtrack.
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, node, store
 from webgen_agent.nodes.feedback import results_text, template_feedback, upstream_step_feedback
-from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.selection import best_good_step, step_files
 
 
@@ -22,8 +22,8 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     blobs = store()
     count = state.get("consecutive_errors", 0)
     after = state["current"]
-    selection = rules_for(runtime.context.profile).selection
-    target = best_good_step(state["steps"], selection)
+    rules = profile_rules(runtime.context.profile)
+    target = best_good_step(state["steps"], rules.selection)
     if target is None:
         return {
             "messages": [],
@@ -45,7 +45,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         *await blobs.aget_json(target["prompt"]),
         {"role": "assistant", "hash": target["completion"]},
     ]
-    if selection == "upstream":
+    if not rules.backtrack_note:
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
         feedback = target.get("feedback") or await blobs.aput_text(await upstream_step_feedback(state, target))
     else:

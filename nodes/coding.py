@@ -10,9 +10,9 @@ from langgraph.func import task
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings
+from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef, Step
 from webgen_agent.nodes.common import Update, store, usage_record
-from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import Completion, complete
 
@@ -82,7 +82,7 @@ async def record_turn(
     completion: Completion,
 ) -> Update:
     """The coder's reply to ``conversation`` recorded as a new step (the update a coder node returns)."""
-    rules = rules_for(runtime.context.profile)
+    rules = profile_rules(runtime.context.profile)
     text, replaced = _valid_text(completion.text)
     parsed = parse_reply(text, rules.replies)
     index = len(state.get("steps") or [])
@@ -99,7 +99,7 @@ async def record_turn(
         # A control word refers to the latest code edit on this branch.
         tests_step = state.get("edit_step")
         premature = tests_step is None
-        if premature and rules.replies == "default":
+        if premature and rules.premature_control_is_malformed:
             action = "malformed"
             problems.append(f"There is no website yet, so '{parsed.kind}' is premature: write the project first.")
     answer = await chat_ref("assistant", text)
@@ -124,13 +124,13 @@ async def record_turn(
         "model": completion.model,
         "tokens": {node_name: usage_record(completion.usage)},
     }
-    if rules.selection == "upstream" and tests_step is not None:
+    if rules.control_steps_carry_grades and tests_step is not None:
         # Upstream keeps the grades of the last edit (and its GUI test) on every later control step,
         # and a step whose screenshot grade is 2 or less is errored; the GUI test re-grades its own step.
         tested = state["steps"][tests_step]
         step["screenshot_score"] = tested["screenshot_score"]
         step["gui_score"] = tested["gui_score"]
-        step["errored"] = action == "finish" and tested["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
+        step["errored"] = action == "finish" and tested["screenshot_score"] <= ERRORED_SCORE
     if completion.logprobs is not None:
         step["logprobs"] = await store().aput_json(completion.logprobs)
     if completion.token_ids is not None or completion.prompt_token_ids is not None:

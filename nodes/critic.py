@@ -11,12 +11,12 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
 from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
-from webgen_agent.nodes.profile import rules_for
 from webgen_agent.tools.models import ask_structured
 
 
@@ -35,7 +35,7 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
             patch["critique"] = await store().aput_json(answer.value.model_dump())
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
-    if rules_for(runtime.context.profile).feedback == "upstream":
+    if not profile_rules(runtime.context.profile).feedback_with_grades:
         text = await upstream_step_feedback(state, step)
         if patch.get("critique"):
             text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"

@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import SKIPPED_DIRS, BlobStore
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
@@ -26,7 +27,6 @@ from webgen_agent.nodes.common import (
     workspace_dir,
 )
 from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pages_error
-from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import review_commands, review_on
 from webgen_agent.tools.bolt import FileAction, parse_reply
@@ -146,7 +146,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     resources = get_resources()
     blobs = resources.store
     step = current_step(state)
-    parsed = parse_reply(await blobs.aget_text(step["completion"]), rules_for(context.profile).replies)
+    parsed = parse_reply(await blobs.aget_text(step["completion"]), profile_rules(context.profile).replies)
     # shell review: every command is put to the reviewer first, before anything is written or run, so
     # the executor, run again from its start on each resume, runs no command twice.
     commands: list[str | None] = list(parsed.shell)
@@ -218,7 +218,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
 
     # The server's view: what differs from the files it last served (a restore included), not the
     # step's diff against its parent.
-    rules = rules_for(context.profile)
+    rules = profile_rules(context.profile)
     log_mark = server_log_mark(site.server)
     result = await site.ensure_running(_diff(disk_before, after), served_before=served_before)
     execution = execution_record(result)
@@ -233,7 +233,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     if scaffold is not None:
         patch["structure_ok"] = True
     # Upstream screenshots whatever answers at the URL, also an error page.
-    if result.url and (result.ok or rules.judging == "upstream"):
+    if result.url and (result.ok or rules.grade_every_capture):
         browser = await resources.browser(context)
         capture = await browser.capture(
             result.url,
@@ -268,7 +268,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if render_error:
             execution.update({"ok": False, "stage": "render", "error": render_error})
     errored = not execution["ok"]
-    if rules.judging == "upstream":
+    if rules.error_words_in_logs:
         # WebGen-Agent's signals: the word "error" in npm's output or the server's log; no screenshot.
         logs = {
             "install": result.install_log or (result.log_tail if result.stage == "install" else ""),

@@ -13,10 +13,10 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, Event, Step
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.nodes.common import Update, node, workspace_dir
-from webgen_agent.nodes.profile import rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.nodes.selection import best_step, code_steps, step_files
@@ -29,7 +29,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
     steps = state.get("steps", [])
     if runtime.context.select_best:
-        chosen = best_step(steps, rules_for(runtime.context.profile).selection)
+        chosen = best_step(steps, profile_rules(runtime.context.profile).selection)
         reason = "best step"
     else:
         edits = code_steps(steps)

@@ -15,13 +15,15 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.loops import loop_rules
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
 from webgen_agent.nodes.common import Update, metered_apart, node, node_cost, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
-from webgen_agent.nodes.profile import rules_for
+from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.tools.bolt import parse_reply
@@ -66,11 +68,12 @@ def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
 
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
-    rules = rules_for(runtime.context.profile)
+    rules = profile_rules(runtime.context.profile)
+    prompt_set = prompts_for(runtime.context.profile)
     files, note = await asyncio.to_thread(scaffold_start, runtime.context)  # reads and stores the files
-    request = rules.first_user(state["requirement"])
+    request = prompt_set.first_user(state["requirement"])
     conversation = [
-        await chat_ref("system", rules.coder_system),
+        await chat_ref("system", prompt_set.coder_system),
         await chat_ref("user", f"{request}\n\n{note}" if note else request),
     ]
     get_resources().warm_browser(runtime.context)  # ready by the first capture
@@ -79,7 +82,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     reviewed = review_on(runtime.context, "plan")
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
     # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
-    if runtime.context.loop == "webgen-agent" and not state.get("test_instruction") and not reviewed:
+    if loop_rules(runtime.context.loop).gui_testing and not state.get("test_instruction") and not reviewed:
         instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
     try:
         if reviewed:
@@ -120,7 +123,7 @@ async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conve
         sent, completion = await ask_coder(runtime.context, conversation, kept=True)
         spent = spent + completion.usage
         index = len(state.get("steps") or [])
-        parsed = parse_reply(completion.text, rules_for(runtime.context.profile).replies)
+        parsed = parse_reply(completion.text, profile_rules(runtime.context.profile).replies)
         decision = ask_review(
             ReviewRequest(
                 point="plan",

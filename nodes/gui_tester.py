@@ -12,6 +12,7 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
+from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
@@ -21,7 +22,7 @@ from webgen_agent.nodes.gui_testing import (
     verdict_messages,
     write_test_instruction,
 )
-from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
+from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
@@ -42,7 +43,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     target = edit_step(state)
     if target is None:
         raise RuntimeError("gui_tester reached with no code-edit step to test")
-    rules = rules_for(context.profile)
+    rules = profile_rules(context.profile)
+    prompt_set = prompts_for(context.profile)
     usage = Usage()
     instruction = state.get("test_instruction")
     update: Update = {}
@@ -74,12 +76,12 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
                 chromium_path=chromium,
                 cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
-                system_rule=rules.gui_page_rule,
+                system_rule=prompt_set.gui_page_rule,
                 offline_pages=context.offline_pages,
             )
             return await run_gui_agent(
                 url=url,
-                task=rules.gui_task(url, instruction, await page_paths(target)),
+                task=prompt_set.gui_task(url, instruction, await page_paths(target)),
                 settings=settings,
                 prepared=ahead,
             )
@@ -90,7 +92,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
         if run.endpoint_down:
             raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
-    if rules.judging == "upstream":
+    if rules.gui_grade_on_signal_step:
         upstream = await upstream_gui_result(context, instruction, run)
         update.update(
             upstream_update(
@@ -164,7 +166,7 @@ def upstream_update(
         bool(result.error)
         or result.passed is None
         or bool(execution and (execution.get("install_error") or execution.get("start_error")))
-        or target["screenshot_score"] <= UPSTREAM_ERRORED_SCORE
+        or target["screenshot_score"] <= ERRORED_SCORE
     )
     own: StepUpdate = {
         **found,

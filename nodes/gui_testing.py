@@ -16,7 +16,7 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState
 from webgen_agent.core.views import GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.profile import rules_for
+from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.tools.gui_agent import (
     BROWSER_USE_MODULES,
     GuiAction,
@@ -29,7 +29,7 @@ from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
 async def write_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage]:
-    rules = rules_for(context.profile)
+    rules = prompts_for(context.profile)
     messages = [{"role": "user", "content": rules.test_instruction_user(requirement)}]
     answer = await ask_structured(context.feedback, "feedback", messages, TestInstruction)
     if answer.value is None:

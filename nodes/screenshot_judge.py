@@ -13,16 +13,15 @@ import base64
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
-from webgen_agent.nodes.profile import UPSTREAM_ERRORED_SCORE, rules_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import ask_structured
 
 # A step whose screenshot is graded at or below this counts as errored (as upstream).
-ERRORED_SCORE = UPSTREAM_ERRORED_SCORE
 # A grade still pending after this long: the GUI test's browser session is opened meanwhile.
 PREPARE_GUI_AFTER_S = 1.0
 
@@ -113,7 +112,7 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
         bool(execution and (execution.get("install_error") or execution.get("start_error")))
         or bool(visible_error)
         or not (visible_error or description or suggestions)  # nothing came back
-        or score <= UPSTREAM_ERRORED_SCORE
+        or score <= ERRORED_SCORE
     )
     return {
         "steps": [
@@ -134,14 +133,14 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
 
 @node
 async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
-    if rules_for(runtime.context.profile).judging == "upstream":
+    if profile_rules(runtime.context.profile).screenshot_only_judge:
         return await upstream_judgement(state, runtime)
     step = current_step(state)
     blobs = store()
     page = await blobs.aget_json(step["page"] or "") if step.get("page") else {}
     png = await blobs.aget(step["screenshot"] or "")  # the router sends only captured steps here
     messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), await other_page_shots(step))
-    strict = rules_for(runtime.context.profile).strict_verdicts
+    strict = profile_rules(runtime.context.profile).strict_verdicts
     grading = asyncio.create_task(
         ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement, strict=strict)
     )

@@ -10,12 +10,11 @@ grades of its edit and its own GUI test, and stands for its edit's files).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
 
+from webgen_agent.core.profiles.rules import Selection
 from webgen_agent.core.state import Step
 
 GOOD_SCREENSHOT = 3
-Selection = Literal["default", "upstream"]
 
 
 def is_good(step: Step) -> bool:
@@ -36,9 +35,9 @@ def step_files(step: Step, steps: Sequence[Step]) -> str | None:
     return steps[tests_step].get("files") if tests_step is not None else None
 
 
-def candidates(steps: Iterable[Step], selection: Selection = "default") -> list[Step]:
+def candidates(steps: Iterable[Step], selection: Selection = "code-edits") -> list[Step]:
     steps = list(steps)
-    if selection == "upstream":
+    if selection == "every-step":
         return [s for s in steps if s["action"] != "malformed" and step_files(s, steps)]
     return code_steps(steps)
 
@@ -48,14 +47,14 @@ def rank_key(step: Step) -> tuple[int, int, int]:
     return (step["gui_score"], step["screenshot_score"], step["index"])
 
 
-def best_step(steps: Iterable[Step], selection: Selection = "default") -> Step | None:
+def best_step(steps: Iterable[Step], selection: Selection = "code-edits") -> Step | None:
     """Among good steps (all candidates if none is good): the highest by ``rank_key``."""
     pool = candidates(steps, selection)
     good = [s for s in pool if is_good(s)]
     return max(good or pool, key=rank_key) if pool else None
 
 
-def best_good_step(steps: Iterable[Step], selection: Selection = "default") -> Step | None:
+def best_good_step(steps: Iterable[Step], selection: Selection = "code-edits") -> Step | None:
     """The backtrack target: the best good step, or None when no step was good."""
     good = [s for s in candidates(steps, selection) if is_good(s)]
     return max(good, key=rank_key) if good else None

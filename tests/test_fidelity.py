@@ -416,7 +416,7 @@ async def test_loaded_trajectories_know_their_profile(upstream_runs):
     ],
 )
 def test_upstream_reply_rules(reply, kind, format_ok):
-    parsed = parse_reply(reply, "upstream")
+    parsed = parse_reply(reply, "webgen-agent")
     assert (parsed.kind, parsed.format_ok) == (kind, format_ok)
 
 

@@ -22,10 +22,11 @@ import pytest
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.context import ModelSettings
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.gui_testing import verdict_messages
-from webgen_agent.nodes.profile import rules_for
+from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.screenshot_judge import judge_messages
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiAction, GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
@@ -150,11 +151,11 @@ def quoting_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scripted
 async def test_a_verdict_quoted_inside_prose_is_not_taken_as_the_models_own(quoting_model: ScriptedServer) -> None:
     model = ModelSettings(model="quoting", base_url=quoting_model.base_url, api_key="k")
     ask = [{"role": "user", "content": "Judge the run."}]
-    strict = rules_for("default").strict_verdicts
+    strict = profile_rules("default").strict_verdicts
     answer = await ask_structured(model, "feedback", ask, GuiVerdict, strict=strict)
     assert answer.value is None and answer.error is not None  # a clear parse failure: graded as failed
     # The upstream profile keeps WebGen-Agent's lenient reading (docs/fidelity.md says what it exposes).
-    lenient = await ask_structured(model, "feedback", ask, GuiVerdict, strict=rules_for("upstream").strict_verdicts)
+    lenient = await ask_structured(model, "feedback", ask, GuiVerdict, strict=profile_rules("upstream").strict_verdicts)
     assert lenient.value is not None and lenient.value.passed
 
 
@@ -169,7 +170,7 @@ async def test_the_gui_agent_is_told_that_page_text_is_data(hostile_site: str, c
         {"contains": [GUI_RULE_MARK], "agent": {"actions": [{"done": {"text": "NO - told", "success": False}}]}},
         {"agent": {"actions": [{"done": {"text": "YES - the page said so", "success": True}}]}},
     ]
-    default = rules_for("default")
+    default = prompts_for("default")
     async with ScriptedServer(Scenario.model_validate({"name": "gui-rule", "rules": rules})) as server:
         run = await run_gui_agent(
             url=hostile_site,
@@ -185,6 +186,6 @@ async def test_the_gui_agent_is_told_that_page_text_is_data(hostile_site: str, c
         )
     assert run.final_answer == "NO - told", (run.final_answer, run.errors)
     assert GUI_RULE_MARK in prompts.GUI_PAGE_RULE.replace("\n", " ")
-    assert rules_for("upstream").gui_page_rule == ""
+    assert prompts_for("upstream").gui_page_rule == ""
     assert "never instructions" in default.gui_task("http://x", "t", [])
-    assert "never instructions" not in rules_for("upstream").gui_task("http://x", "t", [])
+    assert "never instructions" not in prompts_for("upstream").gui_task("http://x", "t", [])

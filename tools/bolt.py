@@ -22,12 +22,14 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.core.profiles.rules import ReplyFormat
+
 ReplyKind = Literal["edit", "screenshot_validated", "finish", "malformed"]
-ReplyRules = Literal["default", "upstream"]
 ControlWord = Literal["screenshot_validated", "finish"]
 CONTROL_WORDS: tuple[ControlWord, ...] = ("screenshot_validated", "finish")
 # The Step-GRPO trainer scores a control reply longer than this as badly formatted.
@@ -138,10 +140,13 @@ def has_repetition(text: str) -> bool:
     return repeated / count >= REPETITION_SHARE
 
 
-def parse_reply(text: str, rules: ReplyRules = "default") -> ParsedReply:
-    """Classify and parse one coder reply under ``rules``; never raises."""
-    if rules == "upstream":
-        return _parse_upstream(text or "")
+def parse_reply(text: str, reply_format: ReplyFormat = "project") -> ParsedReply:
+    """Classify and parse one coder reply in ``reply_format`` (a profile's rule); never raises."""
+    return _PARSERS[reply_format](text or "")
+
+
+def _parse_project(text: str) -> ParsedReply:
+    """This project's reading: a <boltArtifact> of whole files, or a control word (also as a tag)."""
     if not text or not text.strip():
         return ParsedReply(
             kind="malformed",
@@ -204,6 +209,9 @@ def _parse_upstream(text: str) -> ParsedReply:
     edit = _edit(_strip_fence(text))
     problems = [*edit.problems, *(["The reply repeats itself."] if repetitive else [])]
     return edit.model_copy(update={"problems": problems, "format_ok": not repetitive})
+
+
+_PARSERS: dict[ReplyFormat, Callable[[str], ParsedReply]] = {"project": _parse_project, "webgen-agent": _parse_upstream}
 
 
 def _edit(body: str) -> ParsedReply:

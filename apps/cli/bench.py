@@ -37,7 +37,8 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
     with_model_flags,
 )
-from webgen_agent.core.context import UPSTREAM_VIEWPORT, ConfigError, CriticMode, Profile, Settings
+from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
 app = typer.Typer()
@@ -223,10 +224,9 @@ def bench(
             appearance_base_url=eval_appearance_base_url,
             api_key=eval_api_key,
         )
+        profile_viewport = profile_rules(profile).viewport
         viewport = (
-            {"viewport_width": UPSTREAM_VIEWPORT[0], "viewport_height": UPSTREAM_VIEWPORT[1]}
-            if profile == "upstream"
-            else {}
+            {"viewport_width": profile_viewport[0], "viewport_height": profile_viewport[1]} if profile_viewport else {}
         )
         evaluation = eval_settings(
             settings,

@@ -1,0 +1,69 @@
+"""What a profile decides: every rule on which the profiles differ, named by what it does.
+
+Nodes, routers, the exporter and the CLI read these fields, never a profile's name; a profile is
+one module in this package holding one ``ProfileRules`` (docs/architecture.md, "Adding a profile").
+The rules are plain data so that every layer may read them: the prompts a profile uses are named
+here (``prompts``) and kept in nodes/profile.py, reply parsers in tools/bolt.py, reward pools in
+checkpoints/rewards.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# The profiles there are (core/profiles/__init__.py registers one module per name).
+Profile = Literal["upstream", "default"]
+# The coder prompts a profile uses (nodes/profile.py holds each set).
+PromptSetName = Literal["project", "webgen-agent"]
+# How a coder reply is classified (tools/bolt.py holds one parser per format).
+ReplyFormat = Literal["project", "webgen-agent"]
+# Which steps the best-step choice (final answer, backtrack target) ranks.
+Selection = Literal["code-edits", "every-step"]
+# Which steps a Step-GRPO reward covers (checkpoints/rewards.py holds one pool function per name).
+RewardPool = Literal["code-edits", "every-step"]
+
+# A step whose screenshot grade is at or below this is errored (WebGen-Agent's save_history; the
+# default profile uses the same threshold on its 1-5 scale).
+ERRORED_SCORE = 2
+
+
+@dataclass(frozen=True)
+class ProfileRules:
+    """Everything that differs between the profiles (docs/fidelity.md lists each rule and why)."""
+
+    name: Profile
+    prompts: PromptSetName  # the coder's system prompt, first user turn and GUI test request
+    replies: ReplyFormat  # how a coder reply is classified
+    # A control word ("screenshot validated", "finish") before any website exists is malformed
+    # (else it is kept, and a premature signal counts as an errored step).
+    premature_control_is_malformed: bool
+    # Control steps carry the grades of the edit they refer to, and a finish on a page graded
+    # ERRORED_SCORE or less is errored.
+    control_steps_carry_grades: bool
+    gui_on_threshold: bool  # also run the GUI test when the screenshot grade reaches appearance_threshold
+    finish_on_gui_pass: bool  # finish when the GUI test passes on a good-looking page
+    gui_test_restarts_site: bool  # a GUI test starts the site again (even after a failed start)
+    # Two screenshot-only calls (description, then a 0-5 grade) instead of one call that also sees
+    # the requirement and the page's text and grades 1-5.
+    screenshot_only_judge: bool
+    grade_every_capture: bool  # capture and grade whatever answers at the URL, also an error page
+    # Errors read from the word "error" in the install and server output (else from exit codes,
+    # page errors and blank pages).
+    error_words_in_logs: bool
+    # The GUI test's grade is written on the signal step (and its edit), read from the agent's
+    # summary (else a verdict model call gives pass/fail and a grade to the edit).
+    gui_grade_on_signal_step: bool
+    # Feedback lists results with their grades (else: install/start lines, the description and
+    # suggestions or the GUI summary, the request to signal and the whole-files reminder, no grades).
+    feedback_with_grades: bool
+    selection: Selection
+    # A backtrack tells the coder it was rolled back (else it goes on from the step's own feedback).
+    backtrack_note: bool
+    reward_pool: RewardPool
+    # What the page under test says is untrusted (prompt injection): judge and GUI verdicts must be
+    # the JSON object alone, never one found inside prose (else WebGen-Agent's lenient reading). The
+    # prompt set marks page text as data to the GUI agent and the verdict model (nodes/profile.py).
+    strict_verdicts: bool
+    # The capture and GUI-agent window unless a run sets one; None: the settings' default.
+    viewport: tuple[int, int] | None
