@@ -32,15 +32,19 @@ _FINAL_STATUSES = ("finished", "rejected")  # what the graph's own state says at
 _TO_BUDGET = "branch:to:budget"
 
 
-def row_fields(values: dict[str, Any]) -> dict[str, Any]:
-    """The runs-table fields a thread's channel values tell (status ``running`` until the graph ends)."""
+def row_fields(values: dict[str, Any], status: str | None = None) -> dict[str, Any]:
+    """The runs-table row a run's state tells: the one place it is computed (while a run goes, for
+    each checkpoint; at its end, by the embedding API with the ``status`` it settled on). Without
+    ``status``: ``running`` until the graph ends."""
     steps = values.get("steps") or []
     chosen = values.get("chosen_step")
     best = steps[chosen] if isinstance(chosen, int) and 0 <= chosen < len(steps) else {}
-    status = values.get("status")
+    if status is None:
+        ended = values.get("status")
+        status = ended if ended in _FINAL_STATUSES else "budget" if _TO_BUDGET in values else "running"
     usd, tokens = spent(steps)
     fields: dict[str, Any] = {
-        "status": status if status in _FINAL_STATUSES else "budget" if _TO_BUDGET in values else "running",
+        "status": status,
         "cost_usd": usd,
         "tokens": tokens,
         "steps": len(steps),

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
+from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
@@ -37,31 +38,24 @@ from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
-# Settings that shape a run's behaviour (not secrets); recorded so resume and fork keep them.
-RUN_SETTINGS = (
-    "max_steps",
-    "error_limit",
-    "backtrack",
-    "select_best",
-    "appearance_threshold",
-    "critic",
-    "gui_max_actions",
-    "allow_shell",
-    "profile",
-    "viewport_width",
-    "viewport_height",
-    "loop",
-    "critique_rounds",
-    "shared_policy",
-    "requirement_checks",
-    "scaffold",
-    "max_pages",
-    "offline_pages",
-    "review",
-    "prices",
-    "budget_usd",
-    "budget_tokens",
+# AgentContext fields of the machine and endpoints a run happens to use: whoever continues a run
+# gives them anew. Every other field shapes the run's behaviour: a run setting, recorded (no secret
+# is among them) so that resume and fork keep it; a new field is one unless it is listed here.
+HOST_SETTINGS = frozenset(
+    {
+        "coder",
+        "vlm",
+        "feedback",
+        "install_timeout_s",
+        "start_timeout_s",
+        "page_timeout_s",
+        "gui_timeout_s",
+        "chromium",
+        "runs_dir",
+        "sandbox",
+    }
 )
+RUN_SETTINGS = tuple(name for name in AgentContext.model_fields if name not in HOST_SETTINGS)
 
 
 # What a run may spend (docs/costs.md): recorded with the settings, but the command that continues a
@@ -200,17 +194,7 @@ async def _drive(
         summary = await asyncio.to_thread(
             write_run_outputs, Path(record.out_dir), state, resources.store, warnings=warnings, status=status
         )
-    best = [s for s in summary.steps if s.index == summary.chosen_step]
-    await runs.aupdate(
-        record.run_id,
-        status=status,
-        chosen_step=summary.chosen_step,
-        steps=len(summary.steps),
-        best_screenshot=best[0].screenshot_score if best else 0,
-        best_gui=best[0].gui_score if best else 0,
-        cost_usd=summary.cost_usd,
-        tokens=summary.input_tokens + summary.output_tokens,
-    )
+    await runs.aupdate(record.run_id, **row_fields(state, status=status))
     return RunResult(
         run_id=record.run_id,
         status=status,
