@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from webgen_agent.checkpoints.credit import CriticReward, critic_reward, discriminability, helpfulness
-from webgen_agent.checkpoints.export import BlobTexts, Trajectory, arrow_friendly_order
 from webgen_agent.checkpoints.rewards import MALFORMED_REWARD, advantages, group_stats, scored_step
+from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, arrow_friendly_order
 from webgen_agent.checkpoints.views import ChatMessage, WebloopRecord, WebloopRole
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import CodeCritique

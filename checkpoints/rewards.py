@@ -30,14 +30,6 @@ def scored_step(step: Step, steps: Sequence[Step]) -> Step:
     return step
 
 
-def step_reward(step: Step, steps: Sequence[Step]) -> float:
-    """The reward of one coder step, given the whole run's steps (for control-word credit)."""
-    if not step["format_ok"] or step["action"] == "malformed":
-        return MALFORMED_REWARD
-    source = scored_step(step, steps)
-    return float(source["screenshot_score"] + source["gui_score"])
-
-
 def group_stats(rewards: Sequence[float]) -> tuple[float, float]:
     """(mean, sample std) of a group's rewards; (0, 1) for a group of one."""
     if len(rewards) <= 1:
@@ -68,7 +60,8 @@ class PoolEntry:
 
 
 def step_pool(steps: Sequence[Step]) -> list[PoolEntry]:
-    """The default profile's pool: every coder step is an entry of its own (``step_reward``)."""
+    """The default profile's pool: every coder step is an entry of its own, a control step credited with
+    the grades of the edit it refers to, a badly formatted step -1."""
     entries = []
     for step in steps:
         scored = scored_step(step, steps)

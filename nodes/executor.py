@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -32,7 +33,7 @@ from webgen_agent.nodes.review import review_commands, review_on
 from webgen_agent.tools.bolt import FileAction, parse_reply
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
-from webgen_agent.tools.site import ExecutionResult
+from webgen_agent.tools.site import ExecutionResult, ServedModule, SiteRunner
 from webgen_agent.tools.workspace import apply_files
 
 MAX_LOG_BYTES = 200_000  # of the server's log kept for the upstream profile's feedback
@@ -140,11 +141,23 @@ def _record_workspace(blobs: BlobStore, workspace: Path) -> tuple[str, dict[str,
     return files, blobs.manifest(files)
 
 
-@node
-async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
-    context = runtime.context
-    resources = get_resources()
-    blobs = resources.store
+@dataclass
+class WrittenEdit:
+    """The coder's reply applied to the workspace: what the rest of the step runs and records."""
+
+    workspace: Path
+    scaffold: Scaffold | None
+    files: str  # the workspace's snapshot after the edit
+    base_files: str | None  # the snapshot the edit was written over (the parent step's)
+    changed: list[str]  # paths that differ from the parent step's files
+    problems: list[str]
+    events: list[Event]
+    served_changes: set[str]  # paths that differ from what the kept dev server last served
+    served_before: dict[str, ServedModule]  # what it served of the touched paths before the write
+
+
+async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner, blobs: BlobStore) -> WrittenEdit:
+    """Write the reply's files and run its shell actions (each put to the reviewer first, if asked)."""
     step = current_step(state)
     parsed = parse_reply(await blobs.aget_text(step["completion"]), profile_rules(context.profile).replies)
     # shell review: every command is put to the reviewer first, before anything is written or run, so
@@ -157,7 +170,6 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         commands, review_notes, events = await review_commands(state, parsed.shell)
     files_before = state.get("files")
     before = await blobs.amanifest(files_before) if files_before else {}
-    site = resources.site(workspace_dir(state), context)
     disk_before = await asyncio.to_thread(files_on_disk, blobs, workspace_dir(state))
     # What a kept dev server serves before anything is written: afterwards it must serve these anew.
     touched = {_relative(f.path) for f in parsed.files} | _diff(disk_before, before)
@@ -176,16 +188,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if not (context.allow_shell or reviewed):
             problems.append(f"Shell action not run (shell actions are disabled): {asked[:120]}")
             continue
-        shell = await site.shell(command, timeout_s=context.install_timeout_s)
-        if shell.timed_out:
-            problems.append(
-                f"Shell action `{command[:120]}` did not finish within {context.install_timeout_s:g} s and was "
-                f"stopped: {shell.output_tail[-1500:]}"
-            )
-        elif shell.exit_code != 0:
-            problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
-        if too_big := await asyncio.to_thread(site.size_problem):  # walks the workspace
-            problems.append(too_big)
+        problems += await _shell_action(site, command, context.install_timeout_s)
     # An over-cap workspace is never recorded (so never stored, nor copied to site/): it goes back
     # to the step's own files, and build folders (node_modules included) are dropped if need be.
     if await asyncio.to_thread(site.size_problem):
@@ -194,106 +197,158 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         problems.append(OVER_CAP_RESET)
 
     files, after = await asyncio.to_thread(_record_workspace, blobs, workspace)
-    changed = sorted(_diff(before, after))
-    structure = scaffold.check(workspace) if scaffold else []
-    if scaffold is not None and structure:  # checked before anything is installed or started
-        failed: StepUpdate = {
-            "index": step["index"],
-            "files": files,
-            "base_files": files_before,
-            "changed": changed,
-            "problems": problems,
-            "execution": structure_failure(scaffold, structure),
-            "structure_ok": False,
-            "errored": True,
-        }
-        return {
-            "files": files,
-            "edit_step": step["index"],
-            "steps": [failed],
-            "events": events,
-            "consecutive_errors": state.get("consecutive_errors", 0) + 1,
-            "_message": "structure: the scaffold's check failed",
-        }
+    return WrittenEdit(
+        workspace=workspace,
+        scaffold=scaffold,
+        files=files,
+        base_files=files_before,
+        changed=sorted(_diff(before, after)),
+        problems=problems,
+        events=events,
+        # The server's view: what differs from the files it last served (a restore included), not
+        # the step's diff against its parent.
+        served_changes=_diff(disk_before, after),
+        served_before=served_before,
+    )
 
-    # The server's view: what differs from the files it last served (a restore included), not the
-    # step's diff against its parent.
+
+async def _shell_action(site: SiteRunner, command: str, timeout_s: float) -> list[str]:
+    """Run one shell action of the reply; the problems it leaves for the coder."""
+    problems = []
+    shell = await site.shell(command, timeout_s=timeout_s)
+    if shell.timed_out:
+        problems.append(
+            f"Shell action `{command[:120]}` did not finish within {timeout_s:g} s and was "
+            f"stopped: {shell.output_tail[-1500:]}"
+        )
+    elif shell.exit_code != 0:
+        problems.append(f"Shell action `{command[:120]}` failed: {shell.output_tail[-1500:]}")
+    if too_big := await asyncio.to_thread(site.size_problem):  # walks the workspace
+        problems.append(too_big)
+    return problems
+
+
+def _structure_failed(state: AgentState, edit: WrittenEdit, structure: list[str]) -> Update:
+    """The scaffold's check failed: the step ends errored before anything is installed or started."""
+    assert edit.scaffold is not None
+    index = current_step(state)["index"]
+    failed: StepUpdate = {
+        "index": index,
+        "files": edit.files,
+        "base_files": edit.base_files,
+        "changed": edit.changed,
+        "problems": edit.problems,
+        "execution": structure_failure(edit.scaffold, structure),
+        "structure_ok": False,
+        "errored": True,
+    }
+    return {
+        "files": edit.files,
+        "edit_step": index,
+        "steps": [failed],
+        "events": edit.events,
+        "consecutive_errors": state.get("consecutive_errors", 0) + 1,
+        "_message": "structure: the scaffold's check failed",
+    }
+
+
+async def capture_site(
+    patch: StepUpdate, result: ExecutionResult, edit: WrittenEdit, site: SiteRunner, context: AgentContext
+) -> None:
+    """Load the site in Chromium: the screenshot, the page's text and errors, and its other pages
+    when it runs; a page that fails to render turns the execution into a render failure."""
+    assert result.url is not None
+    resources = get_resources()
+    blobs = resources.store
+    execution = patch["execution"]
+    browser = await resources.browser(context)
+    capture = await browser.capture(
+        result.url,
+        viewport=(context.viewport_width, context.viewport_height),
+        timeout_s=context.page_timeout_s,
+        offline=context.offline_pages,
+    )
+    execution["capture_s"] = capture.seconds
+    site.note_page(capture.module_paths, capture.failed_module_paths)
+    if capture.png:
+        patch["screenshot"] = await blobs.aput(capture.png)
+    patch["page"] = await blobs.aput_json(
+        {
+            "title": capture.title,
+            "visible_text": capture.visible_text,
+            "console_errors": capture.console_errors[:20],
+            "page_errors": capture.page_errors[:20],
+        }
+    )
+    render_error = capture.render_error
+    if result.ok:  # the site's other pages: declared routes, else the landing page's links
+        routes = edit.scaffold.routes(edit.workspace) if edit.scaffold else None
+        paths = other_paths(result.url, capture, routes, context.max_pages)
+        others = await capture_pages(browser, result.url, paths, context)
+        for _, other in others:
+            site.note_page(other.module_paths, other.failed_module_paths)
+        pages = [await page_record(urlsplit(result.url).path or "/", capture, blobs)]
+        pages += [await page_record(path, other, blobs) for path, other in others]
+        patch["pages"] = await blobs.aput_json(pages)
+        patch["page_count"] = len(pages)
+        render_error = render_error or pages_error(pages)
+    if render_error:
+        execution.update({"ok": False, "stage": "render", "error": render_error})
+
+
+async def log_error_words(
+    execution: Execution, result: ExecutionResult, site: SiteRunner, log_mark: tuple[Path, int] | None
+) -> None:
+    """WebGen-Agent's error signals: the word "error" in npm's output or in the server's log."""
+    logs = {
+        "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
+        "server": server_log_since(site.server, log_mark),
+    }
+    execution["logs"] = await get_resources().store.aput_json(logs)
+    execution["install_error"] = "error" in logs["install"].lower()
+    execution["start_error"] = "error" in logs["server"].lower()
+
+
+@node
+async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+    context = runtime.context
     rules = profile_rules(context.profile)
+    resources = get_resources()
+    step = current_step(state)
+    site = resources.site(workspace_dir(state), context)
+    edit = await write_edit(state, context, site, resources.store)
+    structure = edit.scaffold.check(edit.workspace) if edit.scaffold else []
+    if structure:  # checked before anything is installed or started
+        return _structure_failed(state, edit, structure)
+
     log_mark = server_log_mark(site.server)
-    result = await site.ensure_running(_diff(disk_before, after), served_before=served_before)
+    result = await site.ensure_running(edit.served_changes, served_before=edit.served_before)
     execution = execution_record(result)
     patch: StepUpdate = {
         "index": step["index"],
-        "files": files,
-        "base_files": files_before,
-        "changed": changed,
-        "problems": problems,
+        "files": edit.files,
+        "base_files": edit.base_files,
+        "changed": edit.changed,
+        "problems": edit.problems,
         "execution": execution,
     }
-    if scaffold is not None:
+    if edit.scaffold is not None:
         patch["structure_ok"] = True
-    # Upstream screenshots whatever answers at the URL, also an error page.
     if result.url and (result.ok or rules.grade_every_capture):
-        browser = await resources.browser(context)
-        capture = await browser.capture(
-            result.url,
-            viewport=(context.viewport_width, context.viewport_height),
-            timeout_s=context.page_timeout_s,
-            offline=context.offline_pages,
-        )
-        execution["capture_s"] = capture.seconds
-        site.note_page(capture.module_paths, capture.failed_module_paths)
-        if capture.png:
-            patch["screenshot"] = await blobs.aput(capture.png)
-        patch["page"] = await blobs.aput_json(
-            {
-                "title": capture.title,
-                "visible_text": capture.visible_text,
-                "console_errors": capture.console_errors[:20],
-                "page_errors": capture.page_errors[:20],
-            }
-        )
-        render_error = capture.render_error
-        if result.ok:  # the site's other pages: declared routes, else the landing page's links
-            routes = scaffold.routes(workspace) if scaffold else None
-            paths = other_paths(result.url, capture, routes, context.max_pages)
-            others = await capture_pages(browser, result.url, paths, context)
-            for _, other in others:
-                site.note_page(other.module_paths, other.failed_module_paths)
-            pages = [await page_record(urlsplit(result.url).path or "/", capture, blobs)]
-            pages += [await page_record(path, other, blobs) for path, other in others]
-            patch["pages"] = await blobs.aput_json(pages)
-            patch["page_count"] = len(pages)
-            render_error = render_error or pages_error(pages)
-        if render_error:
-            execution.update({"ok": False, "stage": "render", "error": render_error})
+        await capture_site(patch, result, edit, site, context)
     errored = not execution["ok"]
+    update: Update = {"files": edit.files, "edit_step": step["index"], "steps": [patch], "events": edit.events}
     if rules.error_words_in_logs:
-        # WebGen-Agent's signals: the word "error" in npm's output or the server's log; no screenshot.
-        logs = {
-            "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
-            "server": server_log_since(site.server, log_mark),
-        }
-        execution["logs"] = await blobs.aput_json(logs)
-        execution["install_error"] = "error" in logs["install"].lower()
-        execution["start_error"] = "error" in logs["server"].lower()
+        await log_error_words(execution, result, site, log_mark)
         if patch.get("screenshot"):
             # The Screenshot-Judge grades it and decides whether the step errored.
             patch["errored"] = execution["install_error"] or execution["start_error"]
-            return {
-                "files": files,
-                "edit_step": step["index"],
-                "steps": [patch],
-                "events": events,
-                "_message": "captured",
-            }
-        errored = True
+            return {**update, "_message": "captured"}
+        errored = True  # no screenshot: nothing to grade
     patch["errored"] = errored
+    consecutive = state.get("consecutive_errors", 0)
     return {
-        "files": files,
-        "edit_step": step["index"],
-        "steps": [patch],
-        "events": events,
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else state.get("consecutive_errors", 0),
+        **update,
+        "consecutive_errors": consecutive + 1 if errored else consecutive,
         "_message": f"{execution['stage']}: {'ok' if not errored else (execution['error'] or '')[:80]}",
     }

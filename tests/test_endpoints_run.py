@@ -12,7 +12,7 @@ from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Rule, Scenario
 from webgen_agent.checkpoints.history import final_state
-from webgen_agent.checkpoints.rewards import step_reward
+from webgen_agent.checkpoints.rewards import reward_pool
 from webgen_agent.core.context import AgentContext
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.tools.models import ModelCallError
@@ -69,7 +69,7 @@ async def test_sixteen_failures_in_a_row_are_waited_out_and_the_run_finishes(tmp
     assert any("HTTP 503" in reason for reason in record["reasons"])
     # The failures are the endpoint's, not the model's: the step is judged on its page alone.
     assert not first["errored"] and first["screenshot_score"] == 3
-    assert step_reward(first, state["steps"]) == 3.0
+    assert reward_pool(state["steps"], "default")[0].reward == 3.0
 
 
 async def test_a_vision_endpoint_that_breaks_off_the_gui_test_stops_the_run_unscored(tmp_path, chromium_path) -> None:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from webgen_agent.checkpoints.rewards import advantages, group_stats, step_reward
+from webgen_agent.checkpoints.rewards import advantages, group_stats, reward_pool
 
 
 def test_advantages_match_hand_computed_values():
@@ -29,8 +29,10 @@ def test_step_rewards_credit_control_words_and_penalise_malformed():
     steps = [
         {"index": 0, "action": "edit", "format_ok": True, "screenshot_score": 4, "gui_score": 3},
         {"index": 1, "action": "screenshot_validated", "format_ok": True, "tests_step": 0},
-        {"index": 2, "action": "malformed", "format_ok": False},
+        {"index": 2, "action": "malformed", "format_ok": False, "screenshot_score": 0, "gui_score": 0},
         {"index": 3, "action": "edit", "format_ok": False, "screenshot_score": 5, "gui_score": 5},
         {"index": 4, "action": "finish", "format_ok": True, "tests_step": 0},
     ]
-    assert [step_reward(s, steps) for s in steps] == [7.0, 7.0, -1.0, -1.0, 7.0]
+    pool = reward_pool(steps, "default")  # the code the exports run
+    assert [entry.steps for entry in pool] == [[0], [1], [2], [3], [4]]
+    assert [entry.reward for entry in pool] == [7.0, 7.0, -1.0, -1.0, 7.0]

@@ -24,26 +24,19 @@ import pytest
 
 from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
 from tests.postgres import fresh_db
-from webgen_agent.apps.cli.export import _split
+from webgen_agent.apps.cli.common import split_values
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.checkpoints.export import (
-    BlobTexts,
-    Trajectory,
-    export_trajectories,
-    final_values,
-    load_trajectories,
-    sft_records,
-    step_grpo_records,
-)
+from webgen_agent.checkpoints.export import export_trajectories, sft_records, step_grpo_records
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
-from webgen_agent.checkpoints.saver import open_checkpointer
+from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, load_trajectories
 from webgen_agent.checkpoints.writers import JsonLines, write_records
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -614,4 +607,4 @@ async def test_rollout_skips_finished_and_leaves_a_live_run_alone(tmp_path):
 
 
 def test_split_accepts_repeats_and_commas():
-    assert _split(["a,b", " c ", ""]) == ["a", "b", "c"] and _split(None) == []
+    assert split_values(["a,b", " c ", ""]) == ["a", "b", "c"] and split_values(None) == []

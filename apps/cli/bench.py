@@ -34,6 +34,7 @@ from webgen_agent.apps.cli.common import (
     make_context,
     ray_settings,
     resolve_db,
+    split_values,
     whole_budget,
     with_model_flags,
 )
@@ -101,11 +102,6 @@ def _cost_lines(summary: BenchSummary) -> list[str]:
 def _notify(message: str) -> None:
     # Progress lines quote logs and model answers: print them as plain text, never as markup.
     console.print(message, markup=False, highlight=False)
-
-
-def _ids(values: list[str] | None) -> list[str] | None:
-    ids = [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
-    return ids or None
 
 
 @app.command(cls=RayCommand)
@@ -213,7 +209,7 @@ def bench(
     from webgen_agent.apps.bench.service import run_bench
 
     try:
-        records = load_records(data, ids=_ids(ids), limit=limit)
+        records = load_records(data, ids=split_values(ids) or None, limit=limit)
         if not records:
             raise BenchDataError(f"{data}: no records selected (the file is empty, or --ids / --limit select none)")
         flags = EvalModelFlags(

@@ -219,6 +219,11 @@ def ray_settings(address: str | None, *, actors: int | None, runs_per_actor: int
     )
 
 
+def split_values(values: list[str] | None) -> list[str]:
+    """Repeated options and comma-separated lists both work: ``--ids a,b --ids c``."""
+    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     # Unwrapped (one line stays one line in logs) and escaped (a log tail may hold [brackets]).
     errors.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
@@ -324,15 +329,21 @@ BudgetTokensFlag = Annotated[
 ]
 
 
-def with_recorded(settings: Settings, recorded: dict[str, Any], **budgets: float | int | None) -> dict[str, Any]:
-    """A run's recorded settings for continuing it (``resume``, ``fork``): prices given now (flags or
-    variables) beat the recorded ones, and so do the budgets given now."""
+def cost_changes(settings: Settings, recorded: dict[str, Any], **budgets: float | int | None) -> dict[str, Any]:
+    """What continuing a run (``resume``, ``fork``) changes of its recorded costs: prices given now
+    (flags or variables) beat the recorded ones, and so do the budgets given now."""
     from webgen_agent.core.context import Prices
 
-    merged = dict(recorded)
-    merged["prices"] = settings.prices().over(Prices.model_validate(recorded.get("prices") or {}))
-    merged.update({name: value for name, value in budgets.items() if value is not None})
-    return merged
+    changes: dict[str, Any] = {
+        "prices": settings.prices().over(Prices.model_validate(recorded.get("prices") or {})),
+    }
+    changes.update({name: value for name, value in budgets.items() if value is not None})
+    return changes
+
+
+def with_recorded(settings: Settings, recorded: dict[str, Any], **budgets: float | int | None) -> dict[str, Any]:
+    """A run's recorded settings for continuing it, with this command's ``cost_changes``."""
+    return {**recorded, **cost_changes(settings, recorded, **budgets)}
 
 
 def budget_note(context: AgentContext) -> str:

@@ -33,6 +33,7 @@ from webgen_agent.apps.cli.common import (
     make_context,
     ray_settings,
     resolve_db,
+    split_values,
     whole_budget,
     with_model_flags,
 )
@@ -48,11 +49,6 @@ from webgen_agent.checkpoints.views import ExportFormat
 from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
 
 app = typer.Typer()
-
-
-def _split(values: list[str] | None) -> list[str]:
-    """Repeated options and comma-separated lists both work: ``--ids a,b --ids c``."""
-    return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
 
 
 @app.command(cls=RayCommand)
@@ -113,7 +109,7 @@ def rollout(
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
-        records = load_records(data, ids=_split(ids) or None, limit=limit)
+        records = load_records(data, ids=split_values(ids) or None, limit=limit)
     except BenchDataError as exc:
         fail(str(exc))
     if not records:
@@ -242,14 +238,14 @@ def export(
             render = ChatTemplateRender(chat_template or Path())
         except ChatTemplateError as exc:
             fail(str(exc))
-    _require_runs(db_path, _split(groups), include_unfinished)
+    _require_runs(db_path, split_values(groups), include_unfinished)
     try:
         report = asyncio.run(
             export_trajectories(
                 export_format,
                 out,
                 db_path=db_path,
-                groups=_split(groups) or None,
+                groups=split_values(groups) or None,
                 min_score=min_score,
                 include_unfinished=include_unfinished,
                 reward=reward,
