@@ -21,15 +21,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.pregel import ERROR_CHANNEL, INTERRUPT_CHANNEL, waits_before
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.core.costs import spent
 
-_ERROR = "__error__"  # LangGraph's channels for a task's error and its interrupts
-_INTERRUPT = "__interrupt__"
 _FINAL_STATUSES = ("finished", "rejected")  # what the graph's own state says at its end
-# A run whose budget is spent pauses before the ``budget`` node (graph/builder.py): its checkpoint
-# then holds the trigger LangGraph writes for that node's pending run.
-_TO_BUDGET = "branch:to:budget"
+# A run whose budget is spent pauses before this node (graph/builder.py).
+_BUDGET_NODE = "budget"
 
 
 def row_fields(values: dict[str, Any], status: str | None = None) -> dict[str, Any]:
@@ -41,7 +39,7 @@ def row_fields(values: dict[str, Any], status: str | None = None) -> dict[str, A
     best = steps[chosen] if isinstance(chosen, int) and 0 <= chosen < len(steps) else {}
     if status is None:
         ended = values.get("status")
-        status = ended if ended in _FINAL_STATUSES else "budget" if _TO_BUDGET in values else "running"
+        status = ended if ended in _FINAL_STATUSES else "budget" if waits_before(values, _BUDGET_NODE) else "running"
     usd, tokens = spent(steps)
     fields: dict[str, Any] = {
         "status": status,
@@ -106,9 +104,9 @@ class RecordsRuns:
         if where.get("checkpoint_ns"):
             return
         for channel, value in writes:
-            if channel == _ERROR:
+            if channel == ERROR_CHANNEL:
                 stop = {"status": "failed", "error": str(value)[:2000]}
-            elif channel == _INTERRUPT and _is_review(value):
+            elif channel == INTERRUPT_CHANNEL and _is_review(value):
                 stop = {"status": "review", "error": ""}
             else:
                 continue

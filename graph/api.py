@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
 from langgraph.types import Command, Interrupt
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
+from webgen_agent.checkpoints.pregel import with_runtime_context
 from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
@@ -366,13 +366,8 @@ async def fork_run(
         values.pop("events", None)
         config = run_config(new_run_id, original.group_id)
         # Written as if the critic had just run, so the next node is the Refiner (or finalize at budget);
-        # the runtime carries the context so the critic's router sees this run's limits. LangGraph's
-        # update_state takes no context argument; its runtime is read from this config key.
-        update_config: RunnableConfig = {
-            **config,
-            "configurable": {**config["configurable"], "__pregel_runtime": Runtime(context=context)},
-        }
-        await graph.aupdate_state(update_config, values, as_node="critic")
+        # the runtime carries the context so the critic's router sees this run's limits.
+        await graph.aupdate_state(with_runtime_context(config, context), values, as_node="critic")
     record = RunRecord(
         run_id=new_run_id,
         group_id=original.group_id,
