@@ -25,7 +25,7 @@ from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.context import DEFAULT_DB, AgentContext
+from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
 from webgen_agent.core.costs import Budget, Spending, add_costs, budget_reached, spent
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.state import InputState
@@ -256,17 +256,33 @@ async def run_requirement(
     )
 
 
+def continued_context(
+    context: AgentContext, recorded: Mapping[str, Any], changes: Mapping[str, Any] | None = None
+) -> AgentContext:
+    """The context a run goes on with: ``context`` (the host's endpoints, timeouts, sandbox and
+    paths), the run's ``recorded`` run settings over it, and this continuation's ``changes`` (a
+    larger budget, other prices, review points) over those."""
+    kept = {name: value for name, value in recorded.items() if name in RUN_SETTINGS}
+    # The model roles pass as they are: a dump leaves their API keys out.
+    roles: dict[str, ModelSettings] = {role: getattr(context, role) for role in ROLES}
+    rest = context.model_dump(exclude=set(roles))
+    return AgentContext.model_validate({**rest, **roles, **kept, **(changes or {})})
+
+
 async def resume_run(
     run_id: str,
     *,
     context: AgentContext,
+    changes: Mapping[str, Any] | None = None,
     db_path: str | Path | Database = DEFAULT_DB,
     on_progress: ProgressCallback | None = None,
     reviewer: Reviewer | None = None,
     answer: ReviewDecision | None = None,
 ) -> RunResult:
-    """Continue an interrupted or failed run, or one stopped at its budget (give ``context`` a larger
-    one), from its last checkpoint, into the same folder.
+    """Continue an interrupted or failed run, or one stopped at its budget (give a larger one in
+    ``changes``), from its last checkpoint, into the same folder, with the settings it was started
+    with (``continued_context``: ``context`` gives the host's, ``changes`` what this continuation
+    changes, e.g. ``{"budget_usd": 2.0}``).
 
     A run waiting for review is asked again (``reviewer``), or answered with ``answer``.
     """
@@ -274,6 +290,7 @@ async def resume_run(
     record = await runs.aget(run_id)
     if record is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
+    context = continued_context(context, json.loads(record.settings or "{}"), changes)
     if record.status == "running":
         raise ValueError(f"run {run_id} is still running (pid {record.pid})")
     if record.status in ("finished", "rejected"):

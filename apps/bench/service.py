@@ -41,7 +41,7 @@ from webgen_agent.checkpoints.outputs import RunSummary
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
-from webgen_agent.graph.api import COST_SETTINGS, RUN_SETTINGS, resume_run, run_requirement
+from webgen_agent.graph.api import COST_SETTINGS, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.models import ModelCallError
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -183,12 +183,12 @@ class Generator:
                 on_progress=on_progress,
             )
         elif existing.status != "finished":
-            # The run keeps the settings it was started with (as `webgen-agent resume` does).
-            # Prices and budgets are this command's (its budget is the whole benchmark's).
-            recorded = {k: v for k, v in runs.settings(run_id).items() if k in RUN_SETTINGS and k not in COST_SETTINGS}
+            # The run keeps the settings it was started with; prices and budgets are this command's
+            # (its budget is the whole benchmark's).
             await resume_run(
                 run_id,
-                context=self.context.model_copy(update=recorded),
+                context=self.context,
+                changes=self.context.model_dump(include=set(COST_SETTINGS)),
                 db_path=self.db_path,
                 on_progress=on_progress,
             )

@@ -23,6 +23,7 @@ from webgen_agent.apps.cli.common import (
     budget_note,
     check_before_run,
     console,
+    cost_changes,
     db_option,
     errors,
     existing_db,
@@ -37,7 +38,6 @@ from webgen_agent.apps.cli.common import (
     resolve_db,
     run_async,
     with_model_flags,
-    with_recorded,
 )
 from webgen_agent.apps.review import ReviewFlag, review_points, run_with_review, waiting_line
 from webgen_agent.checkpoints.runs import RunIndex
@@ -147,7 +147,7 @@ def resume(
     """Continue an interrupted or failed run, or one stopped at its budget (give a larger one), from its last
     checkpoint (a run waiting for review is asked again)."""
     from webgen_agent.core.views import review_decision
-    from webgen_agent.graph.api import resume_run
+    from webgen_agent.graph.api import continued_context, resume_run
     from webgen_agent.tools.models import ModelCallError
 
     record = recorded_run(existing_db(settings.db), run_id)
@@ -156,13 +156,18 @@ def resume(
             f"run {run_id} has finished: nothing to resume (`webgen-agent fork {run_id} --step N` continues "
             "from one of its steps)"
         )
+    # The run keeps its recorded settings (resume_run restores them); flags (and price variables)
+    # given now beat its prices and budgets, and --review its review points.
     recorded = recorded_settings(record)
+    changes = cost_changes(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
     points = review_flag_points(review)
     if points is not None:
-        recorded["review"] = points
-    # The run keeps its recorded prices and budgets; flags (and price variables) given now beat them.
-    recorded = with_recorded(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
-    context = make_context(settings, no_sandbox=no_sandbox, **recorded)
+        changes["review"] = points
+    host = make_context(settings, no_sandbox=no_sandbox)
+    try:
+        context = continued_context(host, recorded, changes)  # what the run goes on with
+    except ValueError as exc:
+        fail(str(exc))
     check_before_run(context, resolve_db(settings.db))
     try:
         decision = review_decision(json.loads(answer)) if answer is not None else None
@@ -175,7 +180,8 @@ def resume(
                 f"resume {run_id}{budget_note(context)}",
                 lambda on_event, reviewer: resume_run(
                     run_id,
-                    context=context,
+                    context=host,
+                    changes=changes,
                     db_path=resolve_db(settings.db),
                     on_progress=on_event,
                     reviewer=reviewer,

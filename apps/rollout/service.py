@@ -24,7 +24,7 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext, Profile
 from webgen_agent.core.costs import Spending
-from webgen_agent.graph.api import RunResult, resume_run, run_requirement
+from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
 
@@ -207,7 +207,15 @@ class TrajectoryDriver:
                 self.listener.event(spec, event)
 
         if resumed:
-            return await resume_run(spec.run_id, context=self.context, db_path=self.db_path, on_progress=on_progress)
+            # The trajectory keeps the settings it was started with; prices and budgets are this
+            # rollout's (its budget is the whole rollout's).
+            return await resume_run(
+                spec.run_id,
+                context=self.context,
+                changes=self.context.model_dump(include=set(COST_SETTINGS)),
+                db_path=self.db_path,
+                on_progress=on_progress,
+            )
         return await run_requirement(
             spec.requirement,
             context=self.context,
