@@ -1,4 +1,7 @@
-"""Run the benchmark suite: ``.venv/bin/python -m benchmarks [NAME ...]``.
+"""Run the benchmark suite: ``.venv/bin/python -m benchmarks [--quick] [NAME ...]``.
+
+``--quick``: tiny sizes and one round of each (what CI runs, so that a broken benchmark fails it);
+its figures are not measurements.
 
 Each benchmark runs in its own process (so memory sampling and Chromium start from a clean slate),
 prints its own figures, and hands its headline figures back for the summary against the targets.
@@ -8,6 +11,7 @@ About 10-13 minutes on a 2-core machine; needs npm's registry (or a warm npm cac
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -89,7 +93,9 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
     return lines
 
 
-def main(names: list[str]) -> int:
+def main(args: list[str]) -> int:
+    quick = "--quick" in args
+    names = [a for a in args if a != "--quick"]
     unknown = [n for n in names if n not in SUITE]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; choose from {', '.join(SUITE)}", file=sys.stderr)
@@ -104,12 +110,13 @@ def main(names: list[str]) -> int:
             out = Path(scratch) / f"{name}.json"
             mark = time.monotonic()
             argv = [sys.executable, "-m", f"benchmarks.{name}"] + (["--figures", str(out)] if name != "storage" else [])
-            if subprocess.run(argv).returncode != 0:
+            env = {**os.environ, "WEBGEN_BENCH_QUICK": "1" if quick else "0"}
+            if subprocess.run(argv, env=env).returncode != 0:
                 failed.append(name)
             durations[name] = time.monotonic() - mark
             if out.is_file():
                 figures[name] = json.loads(out.read_text())
-    print("\n== summary ==")
+    print("\n== summary ==" + (" (quick run: sizes too small for the figures to mean anything)" if quick else ""))
     print("\n".join(_target_lines(figures)))
     print(
         "  "

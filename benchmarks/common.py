@@ -18,11 +18,22 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 
-REPEATS = 3  # every figure is the median of this many runs (the suite must fit 15 minutes on 2 cores)
+T = TypeVar("T")
+# A quick run (``python -m benchmarks --quick``, which CI runs): tiny sizes and one round, so that a
+# broken benchmark fails CI. Its figures are not measurements.
+QUICK = os.environ.get("WEBGEN_BENCH_QUICK") == "1"
+
+
+def sized(full: T, quick: T) -> T:
+    """A benchmark's size: ``full`` for a measurement, ``quick`` in a quick run."""
+    return quick if QUICK else full
+
+
+REPEATS = sized(3, 1)  # every figure is the median of this many runs (the suite must fit 15 minutes on 2 cores)
 
 
 def median(values: Iterable[float]) -> float:

@@ -28,6 +28,7 @@ from benchmarks.common import (
     median,
     print_header,
     run_main,
+    sized,
 )
 from benchmarks.model_share import slow_demo
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
@@ -36,7 +37,7 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 
-CONCURRENT = 4
+CONCURRENT = sized(4, 2)
 SLOW_MODEL_S = 1.0  # the second measurement: every model call answered after this long
 
 

@@ -20,14 +20,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
-from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
+from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main, sized
 from webgen_agent.checkpoints.export import export_trajectories
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.nodes.prompts import CODER_SYSTEM
 
-GROUPS = 400
+GROUPS = sized(400, 4)
 SAMPLES = 5
 STEPS = 5  # rollout trajectories: at most 5 steps (upstream Step-GRPO)
 

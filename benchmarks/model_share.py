@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main
+from benchmarks.common import REPEATS, Stopwatch, median, print_header, run_main, sized
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scenario_path, scripted_context
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -27,7 +27,7 @@ from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.site import SiteRunner
 
-MODEL_DELAY_S = 5.0
+MODEL_DELAY_S = sized(5.0, 0.2)
 
 
 class ModelClock:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import median, print_header, run_main
+from benchmarks.common import median, print_header, run_main, sized
 from tests.postgres import throwaway_cluster
 from webgen_agent.apps.cluster.rollout import rollout_on_pool, rollout_pool
 from webgen_agent.apps.cluster.settings import RaySettings
@@ -34,8 +34,8 @@ from webgen_agent.checkpoints.saver import AtomicWritesSaver
 from webgen_agent.tools.webgen_bench import load_records
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
-SAMPLES = 4
-ROUNDS = 3
+SAMPLES = sized(4, 1)
+ROUNDS = sized(3, 1)
 
 
 class CheckpointClock:

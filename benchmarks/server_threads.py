@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import print_header, run_main
+from benchmarks.common import print_header, run_main, sized
 from benchmarks.model_share import slow_demo, warm_cache
 from tests.studio import langgraph_dev, wait_until_ready
 from webgen_agent.apps.demo import DEMO_REQUIREMENT, scripted_context
@@ -26,7 +26,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.core.context import find_chromium
 
 THREADS = 3
-MODEL_DELAY_S = 1.0
+MODEL_DELAY_S = sized(1.0, 0.2)
 
 
 async def three_threads(jobs: int, base: Path, model_url: str) -> tuple[float, float, list[str]]:

@@ -12,13 +12,14 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from benchmarks.common import sized
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.graph.api import run_requirement
 
-FILES = 40
-STEPS = 20
+FILES = sized(40, 6)
+STEPS = sized(20, 3)
 
 
 def module(n: int, version: int) -> str:
