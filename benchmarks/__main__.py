@@ -22,7 +22,16 @@ from pathlib import Path
 from benchmarks.common import machine
 
 # Fast ones first, so a broken environment shows early.
-SUITE = ("storage", "export_throughput", "step_overhead", "concurrency", "model_share", "scale", "server_threads")
+SUITE = (
+    "cli_start",
+    "storage",
+    "export_throughput",
+    "step_overhead",
+    "concurrency",
+    "model_share",
+    "scale",
+    "server_threads",
+)
 
 
 def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
@@ -78,6 +87,11 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
                 f"{f['jobs1_wall_s']:.1f} s / {f['jobs3_wall_s']:.1f} s = {f['speedup']:.2f}x (no target)",
                 True,
             ),
+        ),
+        (
+            "cli_start",
+            "CLI start, --help (median)",
+            lambda f: (f"{f['help_s']:.2f} s, {f['help_mb']:.0f} MB (target <= 0.3 s)", f["help_s"] <= 0.3),
         ),
         (
             "export_throughput",

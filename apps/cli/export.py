@@ -37,7 +37,7 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
     with_model_flags,
 )
-from webgen_agent.apps.rollout.service import (
+from webgen_agent.apps.rollout.settings import (
     ROLLOUT_MAX_STEPS,
     ROLLOUT_PROFILE,
     ROLLOUT_SAMPLES,

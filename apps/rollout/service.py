@@ -19,22 +19,19 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.apps.rollout.settings import (
+    ROLLOUT_MAX_STEPS,
+    ROLLOUT_TEMPERATURE,
+    ROLLOUT_TOP_P,
+)
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
-from webgen_agent.core.context import AgentContext, Profile
+from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
 from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
-
-# WebGen-Agent's Step-GRPO rollout settings (its run script: 5 samples, 5 turns, temperature 1.0,
-# top-p 0.95, no backtracking or best-step selection), under its rules and reward pools (docs/fidelity.md).
-ROLLOUT_SAMPLES = 5
-ROLLOUT_MAX_STEPS = 5
-ROLLOUT_TEMPERATURE = 1.0
-ROLLOUT_TOP_P = 0.95
-ROLLOUT_PROFILE: Profile = "upstream"
 
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -1,0 +1,14 @@
+"""Rollout defaults, in a module of their own: the command line reads them at start-up without
+importing the rollout machinery (the graph, the nodes, the model clients)."""
+
+from __future__ import annotations
+
+from webgen_agent.core.context import Profile
+
+# WebGen-Agent's Step-GRPO rollout settings (its run script: 5 samples, 5 turns, temperature 1.0,
+# top-p 0.95, no backtracking or best-step selection), under its rules and reward pools (docs/fidelity.md).
+ROLLOUT_SAMPLES = 5
+ROLLOUT_MAX_STEPS = 5
+ROLLOUT_TEMPERATURE = 1.0
+ROLLOUT_TOP_P = 0.95
+ROLLOUT_PROFILE: Profile = "upstream"
