@@ -12,7 +12,6 @@ import asyncio
 import base64
 import os
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,13 +22,14 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import ROLES, AgentContext, ModelSettings, Role, api_key_for, find_chromium
+from webgen_agent.tools.endpoints import connection_problem
 from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.sandbox import sandbox_problem
+from webgen_agent.tools.site.deps import npm_registry, registry_problem
 
 # A refused connection or an unknown host answers at once; a silent host gets this long.
 CONNECT_TIMEOUT_S = 3.0
 DATABASE_TIMEOUT_S = 5
-DEFAULT_REGISTRY = "https://registry.npmjs.org/"
 # The smallest PNG (1x1, transparent): enough to ask whether an endpoint takes images.
 _PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
@@ -76,17 +76,9 @@ def _headers(settings: ModelSettings, role: Role) -> dict[str, str]:
 
 
 def _unreachable(error: httpx.HTTPError) -> str:
-    """Why a connection failed, in words: httpx says "All connection attempts failed" for most causes."""
     if isinstance(error, httpx.TimeoutException):
         return f"no answer within {CONNECT_TIMEOUT_S:g} s"
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, socket.gaierror):
-            return "unknown host"
-        if isinstance(cause, ConnectionRefusedError):
-            return "connection refused"
-        cause = cause.__cause__ or cause.__context__
-    return (str(error) or type(error).__name__).splitlines()[0][:200]
+    return connection_problem(error)
 
 
 async def endpoint_checks(context: AgentContext, *, deep: bool = False) -> list[Check]:
@@ -318,26 +310,18 @@ def _limits_check(context: AgentContext) -> Check:
     )
 
 
-def npm_registry() -> str:
-    """The registry npm installs from: npm_config_registry, else npm's default."""
-    return os.environ.get("npm_config_registry") or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY
-
-
 async def registry_check() -> Check:
-    """The npm registry reachable (installs not already cached need it); a warning, not a failure."""
-    registry = npm_registry()
-    try:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=CONNECT_TIMEOUT_S)) as client:
-            answer = await client.get(registry)
-    except httpx.HTTPError as error:
+    """The npm registry reachable (installs the dependency cache cannot serve need it); a warning, not a failure."""
+    problem = await registry_problem()
+    if problem is not None:
         return Check(
             name="npm registry",
             ok=False,
-            detail=f"{registry} is not reachable: {_unreachable(error)}",
-            fix="installs work only from the dependency cache or npm's cache",
+            detail=f"{npm_registry()} is not reachable: {problem}",
+            fix="installs work only from the dependency cache (a project installed here before)",
             blocking=False,
         )
-    return Check(name="npm registry", ok=True, detail=f"{registry} answers (HTTP {answer.status_code})")
+    return Check(name="npm registry", ok=True, detail=f"{npm_registry()} answers")
 
 
 # -- together --------------------------------------------------------------------------------------------

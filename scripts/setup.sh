@@ -36,4 +36,12 @@ PYTHON="${PYTHON:-python3}"
 [ -x .venv-realserver/bin/python ] || "$PYTHON" -m venv .venv-realserver
 .venv-realserver/bin/python -m pip install -q torch==2.13.0
 .venv-realserver/bin/python -m pip install -q 'transformers[serving]>=5.24,<5.25' 'tokenizers>=0.22'
+# The demo's packages into the dependency cache beside the default database (.webgen/deps-cache), so
+# that `webgen-agent demo` runs from here without npm's registry afterwards. A throwaway run does it.
+prefill=$(mktemp -d)
+if WEBGEN_DEPS_CACHE="$PWD/.webgen/deps-cache" .venv/bin/webgen-agent demo --out "$prefill/out" --db "$prefill/db/w.db" >"$prefill/log" 2>&1; then
+  echo "demo packages cached in .webgen/deps-cache"
+else
+  echo "could not cache the demo's packages (no npm registry?): the first demo will need it; see $prefill/log"
+fi
 echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

@@ -98,3 +98,22 @@ async def test_a_slow_grade_hides_the_gui_sessions_start(tmp_path: Path, chromiu
         3: (True, "done"),
     }
     assert "gui_run" not in steps[1]  # graded 2/5: no GUI test, and its prepared session was closed
+
+
+def test_the_demo_runs_without_the_registry_once_its_packages_are_cached(demo_run, tmp_path, chromium_path):
+    """After one demo (the session's), the dependency cache holds its packages: no registry needed."""
+    import os
+
+    from tests.test_cli import cli
+
+    shared = os.environ["WEBGEN_DEPS_CACHE"]  # the session's cache, which the demo fixture filled
+    dead = {"npm_config_registry": "http://127.0.0.1:9/", "WEBGEN_CHROMIUM": chromium_path, "WEBGEN_DEPS_CACHE": shared}
+    cached = cli("demo", "--out", str(tmp_path / "o"), "--db", str(tmp_path / "db" / "w.db"), env=dead, timeout=600)
+    assert cached.returncode == 0, cached.stdout[-2000:] + cached.stderr
+    assert "needs npm's registry" not in cached.stdout + cached.stderr
+
+    empty = {**dead, "WEBGEN_DEPS_CACHE": str(tmp_path / "empty-cache")}
+    args = ["demo", "--out", str(tmp_path / "o2"), "--db", str(tmp_path / "db2" / "w.db")]
+    offline = cli(*args, env=empty, timeout=600)
+    assert offline.returncode == 1
+    assert "needs npm's registry" in offline.stderr and "connection refused" in offline.stderr

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
@@ -101,14 +102,30 @@ def transient(exc: BaseException) -> bool:
     return status is not None and (status in TRANSIENT_STATUS or status >= 500)
 
 
+def connection_problem(exc: BaseException) -> str:
+    """Why a connection failed, in words ("connection refused", "unknown host", ...).
+
+    HTTP clients wrap the socket's error (httpx says "All connection attempts failed" for most
+    causes), so the cause chain is searched for it.
+    """
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, socket.gaierror):
+            return "unknown host"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, (TimeoutError, socket.timeout)) or "Timeout" in type(cause).__name__:
+            return "no answer in time"
+        cause = cause.__cause__ or cause.__context__
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
 def describe(exc: BaseException, base_url: str) -> str:
     """One line about a failed call."""
     if isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
         return f"no answer from {base_url} in time"
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
-        detail = f"{type(cause).__name__}" if cause is not None else "connection error"
-        return f"cannot reach {base_url} ({detail})"
+        return f"cannot reach {base_url} ({connection_problem(exc)})"
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code} from {base_url}: {' '.join(str(exc.message).split())[:300]}"
     if isinstance(exc, (MalformedResponse, json.JSONDecodeError)):

@@ -258,10 +258,20 @@ def demo(
     """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
     from webgen_agent.apps.demo import run_demo
     from webgen_agent.apps.report.model import REPORT_NAME
+    from webgen_agent.tools.site.deps import registry_unreachable
 
     result = run_async(run_demo(out_dir=out, db_path=resolve_db(db), console=console))
     print_result(result)
     console.print(f"report: {Path(result.out_dir) / REPORT_NAME}", soft_wrap=True, highlight=False)
+    unreachable = next(
+        (s.execution_error for s in result.summary.steps if registry_unreachable(s.execution_error)), None
+    )
+    if unreachable is not None and not any(s.execution_ok for s in result.summary.steps):
+        fail(
+            f"the demo installs its packages (React, Vite) from npm's registry the first time: {unreachable} "
+            "Run it once with the network (scripts/setup.sh does); later runs take them from the dependency cache.",
+            code=1,
+        )
     if result.status != "finished":
         raise typer.Exit(1)
 

@@ -23,8 +23,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import BaseModel
 
+from webgen_agent.tools.endpoints import connection_problem
 from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import BUILD_CACHES, Confinement, cacheable_install, own_copies
 from webgen_agent.tools.site.logs import explain, last_lines
@@ -111,6 +113,35 @@ def is_installed(workspace: Path, key: str, package: dict[str, Any]) -> bool:
     return key in _read_marker(workspace) and node_modules_ok
 
 
+DEFAULT_REGISTRY = "https://registry.npmjs.org/"
+REGISTRY_UNREACHABLE = "`npm install` needs npm's registry, which cannot be reached"
+_REGISTRY_CONNECT_TIMEOUT_S = 3.0
+
+
+def npm_registry() -> str:
+    """The registry npm installs from: npm_config_registry, else npm's default."""
+    return os.environ.get("npm_config_registry") or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY
+
+
+async def registry_problem() -> str | None:
+    """Why npm's registry cannot be reached from here; None when it answers (any HTTP status).
+
+    Asked before an install the dependency cache cannot serve: npm itself would wait out its
+    retries (minutes) before failing, and the retries with looser flags would wait again.
+    """
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=_REGISTRY_CONNECT_TIMEOUT_S)) as client:
+            await client.get(npm_registry())
+    except httpx.HTTPError as error:
+        return connection_problem(error)
+    return None
+
+
+def registry_unreachable(error: str | None) -> bool:
+    """Whether an execution error is the unreachable registry (``install_dependencies`` gave up at once)."""
+    return bool(error) and REGISTRY_UNREACHABLE in str(error)
+
+
 async def install_dependencies(
     workspace: Path,
     key: str,
@@ -142,6 +173,10 @@ async def install_dependencies(
         _write_marker(ws, [key, dependency_key(ws)])
         return InstallResult(ran=True, cached=True, seconds=round(time.monotonic() - started, 3))
 
+    problem = await registry_problem()
+    if problem is not None:
+        headline = f"{REGISTRY_UNREACHABLE} ({npm_registry()}: {problem}); no tree for this package.json is in the dependency cache."
+        return InstallResult(ran=True, error=headline, seconds=round(time.monotonic() - started, 3))
     if sandbox is not None and (ws / "node_modules").is_dir():
         # Install scripts run with write access to node_modules: never to files the cache shares.
         await asyncio.to_thread(own_copies, ws / "node_modules")
