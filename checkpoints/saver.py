@@ -35,6 +35,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from webgen_agent.checkpoints.database import Database, require_psycopg
 from webgen_agent.checkpoints.recording import RecordsRuns
+from webgen_agent.checkpoints.retention import SqliteRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
 from webgen_agent.checkpoints.store import BlobStore, sha256
 
@@ -165,7 +166,7 @@ def _is_checkpoint(obj: Any) -> bool:
     return isinstance(obj, dict) and "channel_values" in obj and "channel_versions" in obj
 
 
-class AtomicWritesSaver(KeepsNoSecrets, AsyncSqliteSaver):
+class AtomicWritesSaver(SqliteRetention, KeepsNoSecrets, AsyncSqliteSaver):
     """AsyncSqliteSaver whose pending writes of one task are stored all or none, and whose blob-store
     I/O (the content-addressed serializer's SQLite reads and writes) runs in a worker thread, never on
     the event loop that the LangGraph server shares between runs.
