@@ -262,13 +262,14 @@ class RecordingSqliteSaver(RecordsRuns, AtomicWritesSaver):
 
 @contextlib.asynccontextmanager
 async def open_checkpointer(
-    db: str | Path | Database, *, record_runs: bool = False
+    db: str | Path | Database, *, record_runs: bool = True
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The run database's LangGraph checkpointer (SQLite or PostgreSQL), storing state by content.
 
-    ``record_runs``: the saver keeps each thread's row in the runs table itself, for hosts that run
-    the graph without ``run_requirement`` (LangGraph's server). Must be opened inside the running
-    event loop.
+    ``record_runs`` (default): the saver keeps each thread's row in the runs table itself, so runs
+    of hosts that drive the graph themselves (LangGraph's server, an app embedding it) show in
+    ``runs``, ``history``, ``report`` and ``export``; False for callers that keep the row
+    themselves (``run_requirement``) or only read. Must be opened inside the running event loop.
     """
     database = Database.of(db)
     if database.is_postgres:

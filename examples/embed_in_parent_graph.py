@@ -33,6 +33,7 @@ from typing_extensions import TypedDict
 from webgen_agent import (
     AgentContext,
     Resources,
+    Settings,
     Step,
     compile_graph,
     open_checkpointer,
@@ -123,8 +124,6 @@ async def run_pipeline(
 def model_context(scripted: bool, runs_dir: Path) -> Iterator[AgentContext]:
     """Real endpoints from the environment, or the project's scripted model server (offline)."""
     if not scripted:
-        from webgen_agent.core.context import Settings
-
         yield Settings().to_context(runs_dir=str(runs_dir))
         return
     from webgen_agent.apps.demo import scenario_path, scripted_context
