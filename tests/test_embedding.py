@@ -170,3 +170,22 @@ def test_an_embedded_run_is_recorded_for_runs_history_report_and_export(
     exported = cli("export", "--format", "trajectory", "--out", str(tmp_path / "t.jsonl"), db=db)
     assert exported.returncode == 0, exported.stdout + exported.stderr
     assert (tmp_path / "t.jsonl").read_text().count("\n") >= 1
+
+
+def test_the_example_uses_only_the_public_api() -> None:
+    import ast
+
+    tree = ast.parse(EXAMPLE.read_text())
+    ours = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("webgen_agent")
+    ]
+    ours += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("webgen_agent")
+    ]
+    assert ours == ["webgen_agent"]
