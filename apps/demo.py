@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,14 @@ DEMO_REQUIREMENT = (
     "Build a to-do list web app: type a task into a text field, add it with a button, and see it "
     "appear in a list together with a count of tasks. Clean, modern look with a navy accent colour."
 )
+
+
+@contextlib.contextmanager
+def scripted_models(scenario: str = "demo", **overrides: Any) -> Iterator[AgentContext]:
+    """The offline scripted model server playing a shipped ``scenario``, and a run context whose
+    three roles are its models (``overrides``: more context fields); the server stops on exit."""
+    with ScriptedServer(Scenario.load(scenario_path(scenario))) as server:
+        yield scripted_context(server.base_url, **overrides)
 
 
 def scenario_path(name: str) -> Path:

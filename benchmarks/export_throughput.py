@@ -93,7 +93,7 @@ async def synthesise(db: Path) -> int:
     runs = RunIndex(db)
     system = store.put_text(CODER_SYSTEM)
     written = 0
-    async with open_checkpointer(db) as saver:
+    async with open_checkpointer(db, record_runs=False) as saver:
         for group in range(GROUPS):
             requirement = f"Instruction {group}: a website with a searchable list, a form and a summary panel. " * 3
             for sample in range(SAMPLES):

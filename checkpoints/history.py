@@ -27,7 +27,7 @@ async def final_state(db_path: str | Path | Database, run_id: str) -> dict[str, 
     """
     from webgen_agent.checkpoints.saver import open_checkpointer
 
-    async with open_checkpointer(db_path) as saver:
+    async with open_checkpointer(db_path, record_runs=False) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
     if found is None:
         return {}

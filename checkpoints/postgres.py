@@ -19,12 +19,13 @@ from psycopg.rows import dict_row
 
 from webgen_agent.checkpoints.database import SCHEMA_LOCK_KEY, Database
 from webgen_agent.checkpoints.recording import RecordsRuns
+from webgen_agent.checkpoints.retention import PostgresRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import ConfigError
 
 
-class ContentPostgresSaver(KeepsNoSecrets, AsyncPostgresSaver):
+class ContentPostgresSaver(PostgresRetention, KeepsNoSecrets, AsyncPostgresSaver):
     """LangGraph's PostgreSQL checkpointer with the content-addressed serializer.
 
     The stock saver already runs the serializer's writes in a thread; its reads run on the event

@@ -35,6 +35,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from webgen_agent.checkpoints.database import Database, require_psycopg
 from webgen_agent.checkpoints.recording import RecordsRuns
+from webgen_agent.checkpoints.retention import SqliteRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
 from webgen_agent.checkpoints.store import BlobStore, sha256
 
@@ -165,7 +166,7 @@ def _is_checkpoint(obj: Any) -> bool:
     return isinstance(obj, dict) and "channel_values" in obj and "channel_versions" in obj
 
 
-class AtomicWritesSaver(KeepsNoSecrets, AsyncSqliteSaver):
+class AtomicWritesSaver(SqliteRetention, KeepsNoSecrets, AsyncSqliteSaver):
     """AsyncSqliteSaver whose pending writes of one task are stored all or none, and whose blob-store
     I/O (the content-addressed serializer's SQLite reads and writes) runs in a worker thread, never on
     the event loop that the LangGraph server shares between runs.
@@ -261,13 +262,14 @@ class RecordingSqliteSaver(RecordsRuns, AtomicWritesSaver):
 
 @contextlib.asynccontextmanager
 async def open_checkpointer(
-    db: str | Path | Database, *, record_runs: bool = False
+    db: str | Path | Database, *, record_runs: bool = True
 ) -> AsyncIterator[BaseCheckpointSaver[Any]]:
     """The run database's LangGraph checkpointer (SQLite or PostgreSQL), storing state by content.
 
-    ``record_runs``: the saver keeps each thread's row in the runs table itself, for hosts that run
-    the graph without ``run_requirement`` (LangGraph's server). Must be opened inside the running
-    event loop.
+    ``record_runs`` (default): the saver keeps each thread's row in the runs table itself, so runs
+    of hosts that drive the graph themselves (LangGraph's server, an app embedding it) show in
+    ``runs``, ``history``, ``report`` and ``export``; False for callers that keep the row
+    themselves (``run_requirement``) or only read. Must be opened inside the running event loop.
     """
     database = Database.of(db)
     if database.is_postgres:

@@ -90,7 +90,7 @@ async def load_trajectories(
         for run in RunIndex(db_path).list()
         if (not wanted or run.group_id in wanted) and (include_unfinished or run.status == "finished")
     ]
-    async with open_checkpointer(db_path) as saver:
+    async with open_checkpointer(db_path, record_runs=False) as saver:
         values = await final_values(saver, [run.run_id for run in runs])
     trajectories = [
         Trajectory(run=run, values=values[run.run_id]) for run in runs if values.get(run.run_id, {}).get("steps")

@@ -171,6 +171,16 @@ def require_prices(prices: Prices, why: str = "a budget in USD") -> None:
 class AgentContext(BaseModel):
     """Everything a run needs besides its input; JSON so Studio can edit it."""
 
+    model: str = Field(
+        default="",
+        description="Model for every role that names none; empty: WEBGEN_<ROLE>_MODEL, else WEBGEN_MODEL "
+        "from the server's environment.",
+    )
+    base_url: str = Field(
+        default="",
+        description="Endpoint for every role that names none; empty: WEBGEN_<ROLE>_BASE_URL, else "
+        "OPENAI_BASE_URL from the server's environment.",
+    )
     coder: ModelSettings = Field(description="Writes and repairs the code (Generator, Refiner).")
     vlm: ModelSettings = Field(description="Grades screenshots and drives the GUI agent.")
     feedback: ModelSettings = Field(description="Writes the GUI test, judges its run, critiques.")
@@ -229,6 +239,15 @@ class AgentContext(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
+    def _complete_roles(cls, data: object) -> object:
+        """A role left out (or without its model / endpoint) takes the context's ``model`` /
+        ``base_url``, else the environment's, as the CLI does: a Studio run needs only a requirement."""
+        if not isinstance(data, dict) or all(_role_complete(data.get(role)) for role in ROLES):
+            return data
+        return {**data, **{role: _completed_role(data, role) for role in ROLES if not _role_complete(data.get(role))}}
+
+    @model_validator(mode="before")
+    @classmethod
     def _profile_viewport(cls, data: object) -> object:
         """A profile with a viewport of its own (upstream: WebGen-Agent's 1024x768) captures at it
         unless the run gives one."""
@@ -248,6 +267,32 @@ class AgentContext(BaseModel):
         if self.budget_usd is not None:
             require_prices(self.prices, "--budget-usd")
         return self
+
+
+def _role_complete(given: object) -> bool:
+    if isinstance(given, ModelSettings):
+        return True
+    return isinstance(given, dict) and bool(given.get("model")) and bool(given.get("base_url"))
+
+
+def _completed_role(data: dict[str, Any], role: Role) -> dict[str, Any]:
+    """``role``'s settings: what the context gives, the rest from the context's ``model`` /
+    ``base_url``, then the environment (``Settings``, the CLI's variables and precedence)."""
+    given = data.get(role)
+    own: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    endpoint = {key: value for key in ("model", "base_url") if (value := own.pop(key, "") or data.get(key) or "")}
+    try:
+        from_env = Settings().model_copy(update={f"{role}_{key}": value for key, value in endpoint.items()})
+        filled = from_env.role(role)
+    except ConfigError as exc:
+        env = role.upper()
+        raise ValueError(
+            f"{exc} In a server run (Studio): fill model / base_url (or {role}.model / {role}.base_url) in "
+            f"the run's context, or set WEBGEN_MODEL / WEBGEN_{env}_MODEL and OPENAI_BASE_URL / "
+            f"WEBGEN_{env}_BASE_URL in the server's environment."
+        ) from None
+    # The key stays out (read from the environment at call time, see ``api_key_for``).
+    return {**filled.model_dump(exclude={"api_key", "fallback_api_key"}), **own}
 
 
 def find_chromium(explicit: str = "") -> str:

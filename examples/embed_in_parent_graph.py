@@ -33,9 +33,11 @@ from typing_extensions import TypedDict
 from webgen_agent import (
     AgentContext,
     Resources,
+    Settings,
     Step,
     compile_graph,
     open_checkpointer,
+    scripted_models,
     use_resources,
 )
 
@@ -123,16 +125,10 @@ async def run_pipeline(
 def model_context(scripted: bool, runs_dir: Path) -> Iterator[AgentContext]:
     """Real endpoints from the environment, or the project's scripted model server (offline)."""
     if not scripted:
-        from webgen_agent.core.context import Settings
-
         yield Settings().to_context(runs_dir=str(runs_dir))
         return
-    from webgen_agent.apps.demo import scenario_path, scripted_context
-    from webgen_agent.apps.scripted.server import ScriptedServer
-    from webgen_agent.apps.scripted.views import Scenario
-
-    with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
-        yield scripted_context(server.base_url, max_steps=6, runs_dir=str(runs_dir))
+    with scripted_models("landing", max_steps=6, runs_dir=str(runs_dir)) as context:
+        yield context
 
 
 def print_event(namespace: tuple[str, ...], event: dict[str, Any]) -> None:

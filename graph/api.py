@@ -139,7 +139,7 @@ async def _drive(
         if on_progress is not None:
             on_progress(event)
 
-    async with run_resources(db_path, context) as resources, open_checkpointer(db_path) as saver:
+    async with run_resources(db_path, context) as resources, open_checkpointer(db_path, record_runs=False) as saver:
         graph = compile_graph(saver)
         next_input: InputState | Command | None = graph_input
         if answer is not None:
@@ -324,7 +324,7 @@ async def run_history(
 
     if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is None:
         raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
-    async with open_checkpointer(db_path) as saver:
+    async with open_checkpointer(db_path, record_runs=False) as saver:
         history = await snapshots(compile_graph(saver), run_id)
     return history_rows(history), events(history)
 
@@ -356,7 +356,10 @@ async def fork_run(
     if await runs.aget(new_run_id) is not None:
         raise ValueError(f"run {new_run_id} already exists")
     out = Path(out_dir) if out_dir else Path(context.runs_dir) / new_run_id
-    async with run_resources(Database.of(db_path), context) as resources, open_checkpointer(db_path) as saver:
+    async with (
+        run_resources(Database.of(db_path), context) as resources,
+        open_checkpointer(db_path, record_runs=False) as saver,
+    ):
         graph = compile_graph(saver)
         snap = step_checkpoints(await snapshots(graph, run_id)).get(step)
         if snap is None:

@@ -9,6 +9,8 @@ node between two coder steps (docs/costs.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
@@ -51,6 +53,20 @@ NODES = (
     code_critic,
     budget,
 )
+# Where each node may go next: its router and, as the router's path map, its destinations (what
+# Studio draws; docs/architecture.md lists the same, tests/test_graph_drawing.py compares them).
+ROUTES: dict[str, tuple[Callable[..., str], tuple[str, ...]]] = {
+    "generator": (route_after_coder, ("executor", "gui_tester", "critic", "code_critic", "backtrack", "finalize")),
+    "refiner": (route_after_coder, ("executor", "gui_tester", "critic", "code_critic", "backtrack", "finalize")),
+    "executor": (route_after_executor, ("screenshot_judge", "checker", "critic", "backtrack")),
+    "screenshot_judge": (route_after_judge, ("checker", "gui_tester", "critic", "backtrack")),
+    "gui_tester": (route_after_gui, ("finalize", "critic", "backtrack")),
+    "critic": (route_after_critic, ("refiner", "finalize", "budget")),
+    "backtrack": (route_after_backtrack, ("refiner", "generator", "finalize", "budget")),
+    "checker": (route_after_checker, ("code_critic", "finalize", "gui_tester", "critic", "backtrack")),
+    "code_critic": (route_after_code_critic, ("refiner", "budget")),
+    "budget": (route_after_budget, ("refiner", "generator", "finalize", "budget")),
+}
 # A run pauses before these nodes (LangGraph interrupt); resuming the thread runs them.
 PAUSE_BEFORE = ["budget"]
 
@@ -59,18 +75,9 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
     builder = StateGraph(AgentState, context_schema=AgentContext, input_schema=InputState, output_schema=OutputState)
     for node in NODES:
         builder.add_node(node.__name__, node)  # type: ignore[call-overload]  # a decorated async node
-    # Each router's Literal return type names its destinations (what Studio draws).
     builder.add_edge(START, "generator")
-    builder.add_conditional_edges("generator", route_after_coder)
-    builder.add_conditional_edges("refiner", route_after_coder)
-    builder.add_conditional_edges("executor", route_after_executor)
-    builder.add_conditional_edges("screenshot_judge", route_after_judge)
-    builder.add_conditional_edges("gui_tester", route_after_gui)
-    builder.add_conditional_edges("critic", route_after_critic)
-    builder.add_conditional_edges("backtrack", route_after_backtrack)
-    builder.add_conditional_edges("checker", route_after_checker)
-    builder.add_conditional_edges("code_critic", route_after_code_critic)
-    builder.add_conditional_edges("budget", route_after_budget)
+    for source, (router, targets) in ROUTES.items():
+        builder.add_conditional_edges(source, router, path_map=list(targets))
     builder.add_edge("finalize", END)
     return builder
 

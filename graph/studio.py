@@ -29,7 +29,7 @@ graph = compile_graph()
 
 @contextlib.asynccontextmanager
 async def checkpointer() -> AsyncIterator[BaseCheckpointSaver]:
-    async with open_checkpointer(Settings().db, record_runs=True) as saver:
+    async with open_checkpointer(Settings().db) as saver:
         yield saver
 
 

@@ -49,22 +49,29 @@ class DevServer:
 
 @contextlib.contextmanager
 def langgraph_dev(
-    base: Path, chromium: str, *, db: str | None = None, jobs: int = JOBS_PER_WORKER
+    base: Path,
+    chromium: str,
+    *,
+    db: str | None = None,
+    jobs: int = JOBS_PER_WORKER,
+    env: dict[str, str] | None = None,
 ) -> Iterator[DevServer]:
-    """``langgraph dev`` on a free port, offline, its database (unless ``db``) and folders under ``base``."""
+    """``langgraph dev`` on a free port, offline, its database (unless ``db``) and folders under
+    ``base``; ``env``: more environment variables for the server (its models, say)."""
     beside_python = Path(sys.executable).with_name("langgraph")
     cli = str(beside_python) if beside_python.exists() else shutil.which("langgraph")
     if cli is None:
         pytest.skip("langgraph-cli is not installed (pip install -e '.[test]')")
     port = free_port()
     db = db or str(base / "db" / "webgen.db")
-    env = {
+    server_env = {
         **os.environ,
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "LANGSMITH_TRACING": "false",
         "WEBGEN_DB": db,
         "WEBGEN_CHROMIUM": chromium,
+        **(env or {}),
     }
     log = base / "langgraph-dev.log"
     # The standard way: no --allow-blocking, so the server's blocking-call detector is on.
@@ -82,7 +89,7 @@ def langgraph_dev(
     ]
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            command, cwd=base, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            command, cwd=base, env=server_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     # The context's default runs_dir, relative to the server's working folder (``base``).
     server = DevServer(f"http://127.0.0.1:{port}", proc, db, base / DEFAULT_RUNS_DIR, log)

@@ -146,3 +146,46 @@ async def test_run_requirement_reports_progress_and_never_prints(
     assert gui["gui_score"] == 5 and gui["input_tokens"] > 0 and gui["seconds"] > 0
     assert all(e["seconds"] >= 0 for e in ends)
     assert processes_under(tmp_path) == []
+
+
+def test_an_embedded_run_is_recorded_for_runs_history_report_and_export(
+    tmp_path: Path, chromium_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example's host opens the public ``open_checkpointer`` without asking for recording: its
+    run still shows in ``runs``, ``history``, ``report`` and ``export`` like a CLI run."""
+    from tests.studio import cli
+
+    monkeypatch.setenv("WEBGEN_CHROMIUM", chromium_path)
+    example = load_example()
+    assert example.main(["a coffee shop", "--out", str(tmp_path), "--scripted"]) == 0
+    db = str(tmp_path / "webgen.db")
+    listed = cli("runs", db=db)
+    assert listed.returncode == 0 and "pipeline-" in listed.stdout, listed.stdout + listed.stderr
+    thread = next(word for word in listed.stdout.split() if word.startswith("pipeline-"))
+    assert "finished" in listed.stdout
+    history = cli("history", thread, db=db)
+    assert history.returncode == 0 and "refiner" in history.stdout, history.stdout + history.stderr
+    report = cli("report", thread, "--out", str(tmp_path / "report.html"), db=db)
+    assert report.returncode == 0 and (tmp_path / "report.html").is_file(), report.stdout + report.stderr
+    exported = cli("export", "--format", "trajectory", "--out", str(tmp_path / "t.jsonl"), db=db)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert (tmp_path / "t.jsonl").read_text().count("\n") >= 1
+
+
+def test_the_example_uses_only_the_public_api() -> None:
+    import ast
+
+    tree = ast.parse(EXAMPLE.read_text())
+    ours = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("webgen_agent")
+    ]
+    ours += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("webgen_agent")
+    ]
+    assert ours == ["webgen_agent"]

@@ -74,7 +74,7 @@ async def write_rollout(db: Path, policy: tuple[Any, Any] | None = None) -> None
     """The database a rollout of GROUPS x SAMPLES two-step trajectories leaves; with ``policy``
     (tokenizer, model) the steps also carry the ids and logprobs a vLLM endpoint would return."""
     store, runs = BlobStore(db), RunIndex(db)
-    async with open_checkpointer(db) as saver:
+    async with open_checkpointer(db, record_runs=False) as saver:
         for group, requirement in GROUPS.items():
             for sample in range(SAMPLES):
                 run_id = f"{group}-s{sample}"

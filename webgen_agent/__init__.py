@@ -12,6 +12,8 @@ The implementation lives in layered sub-packages (docs/architecture.md): ``webge
   to add as a node (subgraph) of a host graph; ``InputState`` in, ``OutputState`` out,
   ``AgentContext`` (three ``ModelSettings`` roles, limits, critic mode) as its context.
 - ``Resources`` / ``use_resources`` and ``open_checkpointer``: what a host binds around graph runs.
+- ``scripted_models(scenario)``: the offline scripted model server and a context naming its models
+  (examples and tests run without an endpoint).
 - ``ReviewRequest`` / ``ReviewDecision``: what a run with ``review`` points asks and the answer
   (``resume_run(..., answer=...)``; docs/review.md).
 
@@ -45,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "Resources": "webgen_agent.nodes.resources",
     "use_resources": "webgen_agent.nodes.resources",
     "open_checkpointer": "webgen_agent.checkpoints.saver",
+    "scripted_models": "webgen_agent.apps.demo",
 }
 
 __all__ = [
@@ -66,10 +69,12 @@ __all__ = [
     "open_checkpointer",
     "resume_run",
     "run_requirement",
+    "scripted_models",
     "use_resources",
 ]
 
 if TYPE_CHECKING:
+    from webgen_agent.apps.demo import scripted_models
     from webgen_agent.checkpoints.saver import open_checkpointer
     from webgen_agent.core.context import AgentContext, ModelSettings, Settings
     from webgen_agent.core.events import ProgressEvent

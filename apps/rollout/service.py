@@ -134,7 +134,7 @@ class TrajectoryDriver:
         self.runs = RunIndex(db_path)
 
     async def has_checkpoint(self, run_id: str) -> bool:
-        async with open_checkpointer(self.db_path) as saver:
+        async with open_checkpointer(self.db_path, record_runs=False) as saver:
             return await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}) is not None
 
     async def plan_action(self, spec: TrajectorySpec) -> Literal["start", "resume", "skip", "busy"]:
