@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.tools import netns_bridge
-from webgen_agent.tools.netns_bridge import PROXY_SOCKET, SITE_SOCKET, relay
+from webgen_agent.tools.netns_bridge import BUFFER, PROXY_SOCKET, SITE_SOCKET, relay
 
 INNER_FOLDER = "/tmp/.webgen-net"  # where the gate's folder is bound inside (on the sandbox's private /tmp)
 INNER_PROXY_PORT = 47819  # the proxy's port on the sandbox's own loopback
@@ -279,10 +279,14 @@ class NetworkGate:
     async def _shutdown(self) -> None:
         for server in self._servers:
             server.close()
-        current = asyncio.current_task()
-        for task in asyncio.all_tasks():
-            if task is not current:
+        # A connection accepted just before the close gets its task a moment later: look again.
+        for _ in range(10):
+            connections = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            if not connections:
+                return
+            for task in connections:
                 task.cancel()
+            await asyncio.wait(connections, timeout=1.0)  # each closes its sockets as it ends
 
     async def _serve_port(self, port: int) -> int:
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -294,7 +298,7 @@ class NetworkGate:
             inner[1].write(f"{port}\n".encode())
             await relay((reader, writer), inner)
 
-        server = await asyncio.start_server(client, "127.0.0.1", 0)
+        server = await asyncio.start_server(lambda r, w: _until_closed(client(r, w)), "127.0.0.1", 0, limit=BUFFER)
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
@@ -306,13 +310,14 @@ class NetworkGate:
         try:
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 raise OSError(f"{SITE_SOCKET} is not a socket")
-            return await asyncio.open_unix_connection(f"/proc/self/fd/{fd}")
+            return await asyncio.open_unix_connection(f"/proc/self/fd/{fd}", limit=BUFFER)
         finally:
             os.close(fd)
 
     async def _serve_proxy(self) -> None:
         path = self.folder / PROXY_SOCKET
-        self._servers.append(await asyncio.start_unix_server(self._proxy_client, path=str(path)))
+        serve = await asyncio.start_unix_server(lambda r, w: _until_closed(self._proxy_client(r, w)), path=str(path))
+        self._servers.append(serve)
 
     async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -326,7 +331,9 @@ class NetworkGate:
             await _answer(writer, 403, why)
             return
         try:
-            upstream = await asyncio.wait_for(asyncio.open_connection(request.host, request.port), _TIMEOUT_S)
+            upstream = await asyncio.wait_for(
+                asyncio.open_connection(request.host, request.port, limit=BUFFER), _TIMEOUT_S
+            )
         except (TimeoutError, OSError) as exc:
             await _answer(writer, 502, f"The sandbox's proxy could not reach {request.host}:{request.port} ({exc}).")
             return
@@ -335,6 +342,13 @@ class NetworkGate:
         else:
             upstream[1].write(request.head + b"\r\n\r\n")
         await relay((reader, writer), upstream)
+
+
+async def _until_closed(connection: Coroutine[Any, Any, None]) -> None:
+    """One connection's handler; the gate's close cancels it, which ends it quietly (asyncio's streams
+    log a traceback for every cancelled connection task)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await connection
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:

@@ -28,7 +28,8 @@ import sys
 
 SITE_SOCKET = "site.sock"
 PROXY_SOCKET = "proxy.sock"
-_CHUNK = 64 * 1024
+_CHUNK = 256 * 1024
+BUFFER = 1024 * 1024  # stream buffers: fewer, larger copies per page load (vite serves ~1 MB modules)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -64,7 +65,7 @@ async def _to_port(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
         return
     for host in ("127.0.0.1", "::1"):
         try:
-            inner = await asyncio.open_connection(host, port)
+            inner = await asyncio.open_connection(host, port, limit=BUFFER)
         except OSError:
             continue
         await relay((reader, writer), inner)
@@ -74,7 +75,7 @@ async def _to_port(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
 
 async def _to_proxy(folder: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
-        proxy = await asyncio.open_unix_connection(os.path.join(folder, PROXY_SOCKET))
+        proxy = await asyncio.open_unix_connection(os.path.join(folder, PROXY_SOCKET), limit=BUFFER)
     except OSError:
         writer.close()
         return
@@ -84,9 +85,9 @@ async def _to_proxy(folder: str, reader: asyncio.StreamReader, writer: asyncio.S
 async def _serve(folder: str, site: socket.socket | None, proxy: socket.socket | None) -> None:
     servers = []
     if site is not None:
-        servers.append(await asyncio.start_unix_server(_to_port, sock=site))
+        servers.append(await asyncio.start_unix_server(_to_port, sock=site, limit=BUFFER))
     if proxy is not None:
-        servers.append(await asyncio.start_server(lambda r, w: _to_proxy(folder, r, w), sock=proxy))
+        servers.append(await asyncio.start_server(lambda r, w: _to_proxy(folder, r, w), sock=proxy, limit=BUFFER))
     await asyncio.gather(*(server.serve_forever() for server in servers))
 
 
