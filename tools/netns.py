@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +53,7 @@ INNER_FOLDER = "/tmp/.webgen-net"  # where the gate's folder is bound inside (on
 INNER_PROXY_PORT = 47819  # the proxy's port on the sandbox's own loopback
 DEFAULT_REGISTRY_HOST = "registry.npmjs.org"
 _TIMEOUT_S = 30.0
+_Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,7 @@ class NetworkGate:
         self._ports: dict[int, int] = {}
         self._loop = asyncio.new_event_loop()
         self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._loop.run_forever, name="webgen-netns", daemon=True)
         self._thread.start()
         if policy.allow_hosts:
@@ -276,12 +278,30 @@ class NetworkGate:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return future.result(timeout=_TIMEOUT_S)
 
+    def _connection(self, handler: _Handler) -> _Handler:
+        """``handler`` run for one connection: its task held by the gate (asyncio keeps only weak
+        references to tasks), cancelled at the close, which ends it quietly (asyncio's streams log a
+        traceback for every cancelled connection task)."""
+
+        async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._connections.add(task)
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handler(reader, writer)
+            finally:
+                self._connections.discard(task)
+
+        return run
+
     async def _shutdown(self) -> None:
         for server in self._servers:
             server.close()
         # A connection accepted just before the close gets its task a moment later: look again.
         for _ in range(10):
-            connections = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            current = asyncio.current_task()
+            connections = {task for task in asyncio.all_tasks() if task is not current} | self._connections
             if not connections:
                 return
             for task in connections:
@@ -298,7 +318,7 @@ class NetworkGate:
             inner[1].write(f"{port}\n".encode())
             await relay((reader, writer), inner)
 
-        server = await asyncio.start_server(lambda r, w: _until_closed(client(r, w)), "127.0.0.1", 0, limit=BUFFER)
+        server = await asyncio.start_server(self._connection(client), "127.0.0.1", 0, limit=BUFFER)
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
@@ -316,8 +336,7 @@ class NetworkGate:
 
     async def _serve_proxy(self) -> None:
         path = self.folder / PROXY_SOCKET
-        serve = await asyncio.start_unix_server(lambda r, w: _until_closed(self._proxy_client(r, w)), path=str(path))
-        self._servers.append(serve)
+        self._servers.append(await asyncio.start_unix_server(self._connection(self._proxy_client), path=str(path)))
 
     async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -342,13 +361,6 @@ class NetworkGate:
         else:
             upstream[1].write(request.head + b"\r\n\r\n")
         await relay((reader, writer), upstream)
-
-
-async def _until_closed(connection: Coroutine[Any, Any, None]) -> None:
-    """One connection's handler; the gate's close cancels it, which ends it quietly (asyncio's streams
-    log a traceback for every cancelled connection task)."""
-    with contextlib.suppress(asyncio.CancelledError):
-        await connection
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
