@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,20 @@ async def test_a_run_on_the_shared_network_says_so_in_run_json_and_the_progress_
         shared_network_warning(SandboxSettings(own_network=False))
     ]
     assert "warning: Generated code shares this machine's network" in console.export_text()
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_bad_allow_host_is_a_one_line_error_before_anything_runs(tmp_path, command):
+    data = tmp_path / "data.jsonl"
+    data.write_text(json.dumps({"id": "1", "instruction": "A blog.", "ui_instruct": []}) + "\n")
+    args = ["run", "A blog"] if command == "run" else ["bench", "--data", str(data), "--out", str(tmp_path / "b")]
+    done = subprocess.run(
+        [sys.executable, "-m", "webgen_agent", *args, "--model", "m", "--base-url", "http://127.0.0.1:9/v1"]
+        + ["--db", str(tmp_path / "db.sqlite"), "--allow-host", "https://registry.example.com/npm"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "--allow-host takes a host name or address" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
