@@ -140,7 +140,7 @@ def bridge_command(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]
     proxy_port = INNER_PROXY_PORT if policy.allow_hosts else 0
     source = Path(netns_bridge.__file__).read_text()
     return [
-        sys.executable,
+        os.path.realpath(sys.executable),  # the base interpreter, not a virtualenv: it needs the stdlib only
         "-I",
         "-S",
         "-c",

@@ -227,8 +227,8 @@ def _under(path: Path, folders: Sequence[Path]) -> bool:
     return any(path == folder or path.is_relative_to(folder) for folder in folders)
 
 
-def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
-    """Where the command's own tools live (node, npm, the command itself), to show them read-only.
+def _tool_folders(argv: Sequence[str], env: Mapping[str, str], extra: Sequence[str] = ()) -> list[Path]:
+    """Where the command's own tools live (node, npm, the command itself, ``extra``), to show them read-only.
 
     A tool in ``.../bin`` keeps its whole prefix (npm's bin links point into ``../lib``). Folders
     the system binds already show (``/usr``) are left out. The agent's own Python (its virtualenv)
@@ -236,7 +236,7 @@ def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
     """
     shown = [Path(folder).resolve() for folder in _SYSTEM_FOLDERS if Path(folder).is_dir()]
     folders: list[Path] = []
-    for tool in ("node", "npm", "npx", *argv[:1]):
+    for tool in ("node", "npm", "npx", *argv[:1], *extra):
         found = shutil.which(tool, path=env.get("PATH"))
         if found is None:
             continue
@@ -309,7 +309,8 @@ class Confinement:
         tmpfs_size = str(self.settings.tmpfs_mb * 1024 * 1024)
         for folder in _private_folders(self.hide, workspace):
             args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
-        for folder in _tool_folders(argv, env):
+        # The network bridge runs on the agent's base Python (stdlib only; its virtualenv stays absent).
+        for folder in _tool_folders(argv, env, bridge_command(self.network, gate)[:1]):
             if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
         args += ["--dir", SANDBOX_HOME, *bwrap_args(self.network, gate)]
