@@ -109,13 +109,19 @@ def shared_network_warning(settings: SandboxSettings) -> str | None:
     )
 
 
-@functools.cache
 def registry_hosts() -> tuple[str, ...]:
     """The hosts of the registries npm is configured with (``registry`` and ``@scope:registry``).
 
     Read from the user's and the global npm configuration and the environment, never from a
-    workspace (its ``.npmrc`` is model-written): npm runs in an empty folder.
+    workspace (its ``.npmrc`` is model-written): npm runs in an empty folder. Asked again only when
+    the environment's npm registry settings change (an embedder may set ``npm_config_registry``).
     """
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.lower().startswith("npm_config_")))
+    return _configured_registry_hosts(settings)
+
+
+@functools.cache
+def _configured_registry_hosts(_environment: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     hosts = {DEFAULT_REGISTRY_HOST}
     npm = shutil.which("npm")
     if npm is not None:
