@@ -27,6 +27,7 @@ SUITE = (
     "storage",
     "export_throughput",
     "step_overhead",
+    "sandbox_network",
     "concurrency",
     "model_share",
     "scale",
@@ -52,6 +53,24 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
                 f"{f['dependency_executor_s']:.2f} s vs {f['baseline_dependency_s']:.2f} s = "
                 f"{f['dependency_ratio']:.3f} (no target)",
                 True,
+            ),
+        ),
+        (
+            "sandbox_network",
+            "5. dependency step (npm install, no dependency cache), own network / shared network",
+            lambda f: (
+                f"{f['dependency_own_s']:.2f} s vs {f['dependency_shared_s']:.2f} s = {f['dependency_netns_ratio']:.3f} "
+                f"(target <= 1.15; no sandbox {f['dependency_off_s']:.2f} s)",
+                f["dependency_netns_ratio"] <= 1.15,
+            ),
+        ),
+        (
+            "sandbox_network",
+            "5. source-only step (edit, freshness, page load), own network / shared network",
+            lambda f: (
+                f"{f['source_own_s']:.3f} s vs {f['source_shared_s']:.3f} s = {f['source_netns_ratio']:.3f} "
+                f"(target: within noise, <= 1.10; no sandbox {f['source_off_s']:.3f} s)",
+                f["source_netns_ratio"] <= 1.10,
             ),
         ),
         (

@@ -21,6 +21,7 @@ from pydantic import (
     SecretStr,
     SerializationInfo,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -120,6 +121,25 @@ class SandboxSettings(BaseModel):
     tmpfs_mb: int = Field(
         default=512, ge=16, description="Size of each private in-memory folder (/tmp, the home folders), MB."
     )
+    own_network: bool = Field(
+        default=True,
+        description="Generated code gets its own network namespace: it reaches only what the agent relays "
+        "(npm's registry and allow_hosts through the agent's proxy); False shares this machine's network.",
+    )
+    allow_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts installs and shell actions may reach through the agent's proxy besides npm's "
+        "registries (--allow-host).",
+    )
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _plain_hosts(cls, hosts: list[str]) -> list[str]:
+        cleaned = [host.strip().strip("[]").rstrip(".").lower() for host in hosts]
+        for host in cleaned:
+            if not host or any(c in host for c in "/@ \t") or host.count(":") == 1:
+                raise ValueError(f"--allow-host takes a host name or address, not {host!r} (no scheme, path or port)")
+        return cleaned
 
 
 class RolePrice(BaseModel):

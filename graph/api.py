@@ -34,6 +34,7 @@ from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 from webgen_agent.tools.browser import browser_unconfined_warning
 from webgen_agent.tools.limits import limit_warnings
+from webgen_agent.tools.netns import shared_network_warning
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -122,6 +123,8 @@ async def _drive(
     if context.sandbox.enabled:
         await asyncio.to_thread(require_sandbox)  # before anything is recorded: the run would stop at its first install
         warnings += await asyncio.to_thread(limit_warnings, context.sandbox)  # what this host cannot cap
+        if shared := await asyncio.to_thread(shared_network_warning, context.sandbox):
+            warnings.append(shared)
     else:
         warnings.append(UNCONFINED_WARNING)
     for warning in warnings:

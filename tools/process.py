@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.tools.limits import SandboxCgroup, WorkspaceGuard
+from webgen_agent.tools.netns import NetworkGate
 from webgen_agent.tools.registry import ProcessRegistry, group_alive, signal_group
 from webgen_agent.tools.sandbox import Confinement, sandbox_env
 from webgen_agent.tools.seccomp import seccomp_fd
@@ -145,12 +146,15 @@ class ManagedProcess:
         log_path: Path,
         registry: ProcessRegistry | None,
         cgroup: SandboxCgroup | None = None,
+        network: NetworkGate | None = None,
     ) -> None:
         self._popen = popen
         self.argv = argv
         self.log_path = log_path
         self._registry = registry
         self._cgroup = cgroup
+        # The doors of the sandbox's network namespace (tools.netns): kept open while the process lives.
+        self.network = network
         self._stopped = False
 
     @classmethod
@@ -181,10 +185,11 @@ class ManagedProcess:
         log_path = Path(log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(env) if env is not None else scrubbed_env()
-        command, cgroup, filter_fd = list(argv), None, None
+        command, cgroup, filter_fd, network = list(argv), None, None, None
         if sandbox is not None:
             filter_fd = seccomp_fd()  # bwrap reads the seccomp program from it (inherited, then closed here)
-            command = sandbox.command(command, env, seccomp_fd=filter_fd)
+            network = NetworkGate.open(sandbox.network)
+            command = sandbox.command(command, env, network, seccomp_fd=filter_fd)
             # bwrap itself (PID 1 inside, /proc/1/environ) and the wrappers before it get only the
             # allow-listed environment too: --clearenv cleans the command's, not bwrap's own.
             env = sandbox_env(env)
@@ -211,8 +216,7 @@ class ManagedProcess:
         except BaseException:
             if gate is not None:
                 os.close(gate[1])
-            if cgroup is not None:
-                cgroup.remove()
+            _release(cgroup, network)
             raise
         finally:
             if gate is not None:
@@ -227,12 +231,11 @@ class ManagedProcess:
             except BaseException:  # an unrecorded group could not be reaped later: do not keep it
                 signal_group(popen.pid, signal.SIGKILL)
                 popen.wait()
-                if cgroup is not None:
-                    cgroup.remove()
+                _release(cgroup, network)
                 raise
             finally:
                 os.close(gate[1])
-        return cls(popen, list(argv), log_path, registry, cgroup)
+        return cls(popen, list(argv), log_path, registry, cgroup, network)
 
     @staticmethod
     def _popen_logged(
@@ -327,8 +330,15 @@ class ManagedProcess:
         self._popen.poll()
         if self._registry is not None:
             self._registry.remove(self.pgid)
-        if self._cgroup is not None:
-            self._cgroup.remove()
+        _release(self._cgroup, self.network)
+
+
+def _release(cgroup: SandboxCgroup | None, network: NetworkGate | None) -> None:
+    """Free what a sandboxed process had beside it: its cgroup, its network doors."""
+    if cgroup is not None:
+        cgroup.remove()
+    if network is not None:
+        network.close()
 
 
 # -- one-shot commands ---------------------------------------------------------------------------

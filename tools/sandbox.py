@@ -3,11 +3,12 @@
 ``Confinement.command`` turns a command line into a ``bwrap`` command line: an allow-list of the
 host's filesystem (the system folders, the few /etc entries programs read, the toolchains) read-only,
 /tmp and the run's own folder empty private ones, the workspace (and only it) writable, new user,
-PID, IPC and UTS namespaces, a cleared environment holding only an allow-list, and ``prlimit``
-setting CPU time, data size, file size and process limits inside. Everything else of the host (the
-homes, /root, the run database, the dependency cache, the process registry, the runs folder, the
-user's project, /sys) is absent inside. The network namespace is shared: installs need the registry and Chromium, outside
-the sandbox, reaches the dev server on loopback.
+PID, IPC, UTS and network namespaces, a cleared environment holding only an allow-list, and
+``prlimit`` setting CPU time, data size, file size and process limits inside. Everything else of the
+host (the homes, /root, the run database, the dependency cache, the process registry, the runs
+folder, the user's project, /sys) is absent inside. In its own network namespace a command reaches
+nothing but what the agent relays (``tools.netns``): installs and shell actions the registry through
+the agent's proxy, the agent a dev server's port.
 
 The whole sandbox (all its processes together) is capped by a cgroup where one can be made
 (``tools.limits``: processes, memory, CPU). Without one a fork bomb is still stopped by
@@ -33,6 +34,7 @@ from typing import Any, Literal
 
 from webgen_agent.core.context import ConfigError, SandboxSettings
 from webgen_agent.tools.limits import cgroup_parent, disk_usage
+from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, bridge_command, bwrap_args, proxy_env, registry_hosts
 from webgen_agent.tools.seccomp import seccomp_problem
 
 SANDBOX_HOME = "/tmp/home"  # the private HOME inside (on the sandbox's own /tmp)
@@ -225,8 +227,8 @@ def _under(path: Path, folders: Sequence[Path]) -> bool:
     return any(path == folder or path.is_relative_to(folder) for folder in folders)
 
 
-def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
-    """Where the command's own tools live (node, npm, the command itself), to show them read-only.
+def _tool_folders(argv: Sequence[str], env: Mapping[str, str], extra: Sequence[str] = ()) -> list[Path]:
+    """Where the command's own tools live (node, npm, the command itself, ``extra``), to show them read-only.
 
     A tool in ``.../bin`` keeps its whole prefix (npm's bin links point into ``../lib``). Folders
     the system binds already show (``/usr``) are left out. The agent's own Python (its virtualenv)
@@ -234,7 +236,7 @@ def _tool_folders(argv: Sequence[str], env: Mapping[str, str]) -> list[Path]:
     """
     shown = [Path(folder).resolve() for folder in _SYSTEM_FOLDERS if Path(folder).is_dir()]
     folders: list[Path] = []
-    for tool in ("node", "npm", "npx", *argv[:1]):
+    for tool in ("node", "npm", "npx", *argv[:1], *extra):
         found = shutil.which(tool, path=env.get("PATH"))
         if found is None:
             continue
@@ -274,7 +276,8 @@ class Confinement:
     without one npm's cache is an empty folder on the sandbox's own /tmp, and the user's ~/.npm is
     never shown), ``npm_cache_seed_bytes`` what it held before the command (the workspace's size cap
     covers what the command adds to it); ``hide`` adds folders shown as empty private ones (the run
-    folder around the workspace, so that writing beside the workspace goes nowhere).
+    folder around the workspace, so that writing beside the workspace goes nowhere); ``network`` says
+    what the command may reach (by default its own network namespace with nothing in it: ``tools.netns``).
     """
 
     workspace: Path
@@ -284,10 +287,20 @@ class Confinement:
     hide: tuple[Path, ...] = ()
     npm_cache: Path | None = None
     npm_cache_seed_bytes: int = 0
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str], *, seccomp_fd: int | None = None) -> list[str]:
+    def command(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        gate: NetworkGate | None = None,
+        *,
+        seccomp_fd: int | None = None,
+    ) -> list[str]:
         """``bwrap ... prlimit ... -- argv``: ``argv`` confined, with ``env`` filtered (see ``sandbox_env``).
 
+        ``gate`` (opened for ``network`` by the caller, it must outlive the process) adds the doors
+        of the network namespace: the bridge before ``argv``, the proxy's settings in the environment.
         ``seccomp_fd``: a descriptor the command inherits holding the seccomp program (``tools.seccomp``).
         """
         workspace = self.workspace.resolve()
@@ -296,10 +309,11 @@ class Confinement:
         tmpfs_size = str(self.settings.tmpfs_mb * 1024 * 1024)
         for folder in _private_folders(self.hide, workspace):
             args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
-        for folder in _tool_folders(argv, env):
+        # The network bridge runs on the agent's base Python (stdlib only; its virtualenv stays absent).
+        for folder in _tool_folders(argv, env, bridge_command(self.network, gate)[:1]):
             if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
-        args += ["--dir", SANDBOX_HOME]
+        args += ["--dir", SANDBOX_HOME, *bwrap_args(self.network, gate)]
         if self.npm_cache is not None and self.npm_cache.is_dir():
             args += ["--bind", str(self.npm_cache), SANDBOX_NPM_CACHE]
         args += ["--bind", str(workspace), str(workspace)]
@@ -311,7 +325,7 @@ class Confinement:
                 args += ["--bind", str(path), str(path)]
         # Last of the mounts: the root bwrap builds (folders made for the mounts above) is read-only.
         args += ["--remount-ro", "/"]
-        for name, value in sandbox_env(env).items():
+        for name, value in {**sandbox_env(env), **proxy_env(self.network, gate)}.items():
             args += ["--setenv", name, value]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
@@ -329,6 +343,7 @@ class Confinement:
             f"--nproc={limits.max_pids}",
             "--core=0",
             "--",
+            *bridge_command(self.network, gate),
             *argv,
         ]
         return args
@@ -440,7 +455,16 @@ def workspace_confinement(
         read_only=read_only,
         writable=writable,
         hide=tuple(hide),
+        network=network_policy(settings, purpose),
     )
+
+
+def network_policy(settings: SandboxSettings, purpose: Literal["install", "server", "shell"]) -> NetworkPolicy:
+    """Installs and shell actions reach npm's registries and the allowed hosts through the proxy; a
+    server (or a build) reaches nothing, and the agent reaches its ports."""
+    if purpose == "server":
+        return NetworkPolicy(isolated=settings.own_network, forward=True)
+    return NetworkPolicy(isolated=settings.own_network, allow_hosts=(*registry_hosts(), *settings.allow_hosts))
 
 
 def size_problem(workspace: Path, settings: SandboxSettings) -> str | None:

@@ -26,6 +26,7 @@ from webgen_agent.apps.cli.common import (
     RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
+    allow_host_option,
     check_before_run,
     console,
     errors,
@@ -186,6 +187,7 @@ def bench(
             help=PROFILE_HELP + " upstream also evaluates at WebGen-Bench's 1024x768.", rich_help_panel=_AGENT
         ),
     ] = "default",
+    allow_host: Annotated[list[str] | None, allow_host_option(_AGENT)] = None,
     loop: LoopFlag = None,
     critique_rounds: RoundsFlag = None,
     shared_policy: SharedPolicyFlag = False,
@@ -240,6 +242,7 @@ def bench(
     if evaluate_only is None:
         context = make_context(
             settings,
+            allow_hosts=allow_host,
             max_steps=max_steps,
             error_limit=error_limit,
             critic=critic,

@@ -10,6 +10,7 @@ import typing
 from typing import Annotated, Any, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
@@ -243,15 +244,30 @@ def no_sandbox_option() -> Any:
     )
 
 
+def allow_host_option(panel: str | None = None) -> Any:
+    return typer.Option(
+        "--allow-host",
+        rich_help_panel=panel,
+        metavar="HOST",
+        help="A host installs and shell actions may reach through the agent's proxy besides npm's registry "
+        "(repeat for more). Generated code reaches no other host.",
+    )
+
+
 def make_context(
-    settings: Settings, *, no_sandbox: bool = False, check_sandbox: bool = True, **overrides: Any
+    settings: Settings,
+    *,
+    no_sandbox: bool = False,
+    allow_hosts: list[str] | None = None,
+    check_sandbox: bool = True,
+    **overrides: Any,
 ) -> AgentContext:
     """The run context from settings and flags; a missing setting or an unusable sandbox ends the command."""
     from webgen_agent.tools.sandbox import require_sandbox
 
-    if no_sandbox:
-        overrides["sandbox"] = SandboxSettings(enabled=False)
     try:
+        if no_sandbox or allow_hosts:
+            overrides["sandbox"] = _sandbox_flags(overrides.get("sandbox"), no_sandbox, allow_hosts or [])
         context = settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
         if context.sandbox.enabled and check_sandbox:
             require_sandbox()
@@ -275,6 +291,21 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
     for check in checks:
         if not check.ok:
             errors.print(f"[yellow]warning:[/yellow] {escape(check.line())}", soft_wrap=True)
+
+
+def _sandbox_flags(recorded: Any, no_sandbox: bool, allow_hosts: list[str]) -> SandboxSettings:
+    """The sandbox settings (a resumed run's recorded ones, else the defaults) with the flags applied."""
+    try:
+        sandbox = SandboxSettings.model_validate(recorded or {})
+        return SandboxSettings.model_validate(
+            {
+                **sandbox.model_dump(),
+                "enabled": sandbox.enabled and not no_sandbox,
+                "allow_hosts": [*sandbox.allow_hosts, *allow_hosts],
+            }
+        )
+    except ValidationError as exc:
+        raise ConfigError(exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
 def run_async(coro: Any) -> Any:

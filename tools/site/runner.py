@@ -389,7 +389,8 @@ class SiteRunner:
     async def _wait_http(self, server: ManagedProcess, port: int, shown: str) -> tuple[str | None, Stage, str | None]:
         """Poll every ~100 ms until some candidate URL answers 200-399, the server dies, or the deadline."""
         deadline = time.monotonic() + self.start_timeout_s
-        own = f"http://127.0.0.1:{port}/"
+        # In its own network namespace the server is reached through the agent's forwarder.
+        own = f"http://127.0.0.1:{server.network.forward(port) if server.network else port}/"
         bad: tuple[str, int] | None = None
         bad_since: float | None = None
         async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
@@ -449,10 +450,14 @@ class SiteRunner:
 def _printed_and_listening(server: ManagedProcess, port: int) -> list[str]:
     """URLs the server's log printed (other than its own port) that the server really listens on.
 
-    Reads the log and scans the process tree's sockets (/proc): called in a worker thread.
+    In its own network namespace only the sandbox's processes can listen, so each printed port is
+    reached through the forwarder; else the process tree's sockets are scanned (/proc). Called in a
+    worker thread.
     """
     log = read_tail(server.log_path, lines=200)
     printed = [u for u in printed_urls(log) if f":{port}/" not in u]
+    if server.network is not None:
+        return list(dict.fromkeys(server.network.url(u) for u in printed))
     return [u for u in printed if _server_listens(server, u)]
 
 

@@ -1,0 +1,379 @@
+"""Generated code's own network namespace, and the two doors the agent keeps in it.
+
+Every sandboxed command gets ``bwrap --unshare-net``: inside there is only a loopback interface, so
+nothing on the host's loopback (the model server, databases, the agent's own ports), no private,
+link-local or metadata address (169.254.169.254) and no interface of the host is reachable, and a
+server listening on 0.0.0.0 listens inside only.
+
+Two doors, both unix sockets in a private folder (``NetworkGate``) bound into the sandbox and both
+served by the agent, so the agent decides what crosses:
+
+- **the site**: the agent listens on host 127.0.0.1:<free port> per port it wants to reach inside and
+  relays each connection through ``site.sock`` to that port in the namespace (``forward``). The
+  site's URL is the agent-side address, so Chromium, captures, GUI tests and HMR websockets work
+  unchanged, and only what listens inside the sandbox can answer there.
+- **the registry**: an HTTP proxy (CONNECT, and plain http) at ``proxy.sock`` that lets through only
+  the hosts of npm's configured registries and the ``--allow-host`` hosts, and refuses everything
+  else. npm and shell actions get ``https-proxy``/``proxy`` pointing at a loopback port inside,
+  bridged to it. Dev servers and builds get no proxy.
+
+Chosen over pasta/slirp4netns: they give the namespace a route to the whole network (they cannot
+restrict destinations), and their port forwarding would still need the agent to check listeners.
+The proxy is hand-written (asyncio, ~100 lines) because it must decide on the host before any byte
+leaves, listen on a unix socket, and live inside the agent; proxy servers on PyPI are whole
+applications with their own process and configuration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import ipaddress
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.tools import netns_bridge
+from webgen_agent.tools.netns_bridge import BUFFER, PROXY_SOCKET, SITE_SOCKET, relay
+
+INNER_FOLDER = "/tmp/.webgen-net"  # where the gate's folder is bound inside (on the sandbox's private /tmp)
+INNER_PROXY_PORT = 47819  # the proxy's port on the sandbox's own loopback
+DEFAULT_REGISTRY_HOST = "registry.npmjs.org"
+_TIMEOUT_S = 30.0
+_Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """What one sandboxed command may reach: nothing, the proxy's hosts, and whether the agent reaches in.
+
+    ``isolated`` False shares the machine's network (the setting ``own_network``, or a host that
+    cannot make a network namespace); ``allow_hosts`` non-empty opens the proxy; ``forward`` lets
+    the agent connect to ports inside (dev servers).
+    """
+
+    isolated: bool = True
+    allow_hosts: tuple[str, ...] = ()
+    forward: bool = False
+
+    @property
+    def in_effect(self) -> bool:
+        return self.isolated and network_problem() is None
+
+    @property
+    def needs_gate(self) -> bool:
+        return self.in_effect and (bool(self.allow_hosts) or self.forward)
+
+
+@functools.cache
+def network_problem() -> str | None:
+    """Why generated code cannot get its own network namespace here (one line), or None. Probed once."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = [bwrap, "--unshare-user", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    try:
+        done = subprocess.run([*probe, "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap does not run ({exc})"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return f"no network namespace can be made ({reason})"
+    return None
+
+
+def shared_network_warning(settings: SandboxSettings) -> str | None:
+    """The run's one line when generated code shares this machine's network (None when it has its own)."""
+    if not settings.own_network:
+        why = "own_network is off"
+    elif (problem := network_problem()) is not None:
+        why = problem
+    else:
+        return None
+    return (
+        f"Generated code shares this machine's network ({why}): it can reach local services (the model "
+        "server among them), private and metadata addresses, any host, and listen on this machine's interfaces."
+    )
+
+
+def registry_hosts() -> tuple[str, ...]:
+    """The hosts of the registries npm is configured with (``registry`` and ``@scope:registry``).
+
+    Read from the user's and the global npm configuration and the environment, never from a
+    workspace (its ``.npmrc`` is model-written): npm runs in an empty folder. Asked again only when
+    the environment's npm registry settings change (an embedder may set ``npm_config_registry``).
+    """
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.lower().startswith("npm_config_")))
+    return _configured_registry_hosts(settings)
+
+
+@functools.cache
+def _configured_registry_hosts(_environment: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    hosts = {DEFAULT_REGISTRY_HOST}
+    npm = shutil.which("npm")
+    if npm is not None:
+        with tempfile.TemporaryDirectory(prefix="webgen-npmrc-") as empty:
+            with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
+                shown = subprocess.run(
+                    [npm, "config", "list", "--json"], cwd=empty, capture_output=True, text=True, timeout=30
+                )
+                config = json.loads(shown.stdout) if shown.returncode == 0 else {}
+                for name, value in config.items():
+                    if name.endswith("registry") and isinstance(value, str):
+                        host = urlsplit(value).hostname
+                        if host:
+                            hosts.add(host.lower())
+    return tuple(sorted(hosts))
+
+
+def bridge_command(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]:
+    """What goes before the command inside: the bridge for the gate's doors (nothing without a gate)."""
+    if gate is None:
+        return []
+    proxy_port = INNER_PROXY_PORT if policy.allow_hosts else 0
+    source = Path(netns_bridge.__file__).read_text()
+    return [
+        os.path.realpath(sys.executable),  # the base interpreter, not a virtualenv: it needs the stdlib only
+        "-I",
+        "-S",
+        "-c",
+        source,
+        INNER_FOLDER,
+        str(proxy_port),
+        "1" if policy.forward else "0",
+        "--",
+    ]
+
+
+def bwrap_args(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]:
+    """``--unshare-net`` where it is in effect, and the gate's folder bound in (after /tmp's tmpfs)."""
+    if not policy.in_effect:
+        return []
+    return ["--unshare-net", *(["--bind", str(gate.folder), INNER_FOLDER] if gate is not None else [])]
+
+
+def proxy_env(policy: NetworkPolicy, gate: NetworkGate | None) -> dict[str, str]:
+    """npm's and common tools' proxy settings pointing at the bridge's port inside (empty without a proxy)."""
+    if gate is None or not policy.allow_hosts:
+        return {}
+    url = f"http://127.0.0.1:{INNER_PROXY_PORT}"
+    local = "localhost,127.0.0.1,::1"  # the sandbox's own loopback, never the host's
+    env = {"npm_config_proxy": url, "npm_config_https_proxy": url, "npm_config_noproxy": local}
+    for name in ("http_proxy", "https_proxy"):
+        env[name] = env[name.upper()] = url
+    env["no_proxy"] = env["NO_PROXY"] = local
+    return env
+
+
+# -- the proxy's rule --------------------------------------------------------------------------------
+
+
+def normal_host(host: str) -> str:
+    """A host name as the allow-list compares it: lower case, no brackets, no trailing dot."""
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+def refusal(host: str, allowed: Iterable[str]) -> str | None:
+    """Why the proxy refuses ``host`` (a line for the model), or None when it is allowed."""
+    name = normal_host(host)
+    allow = {normal_host(h) for h in allowed}
+    if name in allow:
+        return None
+    shown = ", ".join(sorted(allow)) or "no host"
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        kind = "host"
+    else:
+        local = address.is_private or address.is_loopback or address.is_link_local or address.is_unspecified
+        kind = "local address" if local else "address"
+    return (
+        f"The sandbox's proxy refused the {kind} {name}: generated code may reach only {shown} "
+        f"(the user can add hosts with --allow-host)."
+    )
+
+
+@dataclass(frozen=True)
+class ProxyRequest:
+    """The first request on a proxy connection: where to, and what to send there first (None: a tunnel)."""
+
+    host: str
+    port: int
+    head: bytes | None
+
+
+def parse_request(head: bytes) -> ProxyRequest:
+    """``CONNECT host:port`` or an absolute ``http://`` request; ValueError for anything else."""
+    line, _, rest = head.partition(b"\r\n")
+    method, target, version = line.decode("latin-1").split(" ")
+    if method == "CONNECT":
+        host, _, port = target.rpartition(":")
+        return ProxyRequest(normal_host(host), int(port), None)
+    url = urlsplit(target)
+    if url.scheme != "http" or not url.hostname:
+        raise ValueError(f"not a proxy request: {target[:80]}")
+    # The origin form the server expects; Proxy-* headers are the proxy's own.
+    path = urlunsplit(("", "", url.path or "/", url.query, ""))
+    headers = [h for h in rest.split(b"\r\n") if not h.lower().startswith(b"proxy-")]
+    return ProxyRequest(url.hostname, url.port or 80, b"\r\n".join([f"{method} {path} {version}".encode(), *headers]))
+
+
+# -- the gate ------------------------------------------------------------------------------------
+
+
+class NetworkGate:
+    """One sandboxed command's doors: a private folder of unix sockets, served on a thread of its own.
+
+    The thread has its own event loop, so a gate opened from one loop (or none) serves for as long
+    as the process lives, whichever loop later stops it.
+    """
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self.policy = policy
+        self.folder = Path(tempfile.mkdtemp(prefix="webgen-net-"))  # 0700: only this user opens its sockets
+        self._ports: dict[int, int] = {}
+        self._loop = asyncio.new_event_loop()
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="webgen-netns", daemon=True)
+        self._thread.start()
+        if policy.allow_hosts:
+            self._call(self._serve_proxy())
+
+    @classmethod
+    def open(cls, policy: NetworkPolicy) -> NetworkGate | None:
+        return cls(policy) if policy.needs_gate else None
+
+    def forward(self, port: int) -> int:
+        """The agent-side port (host 127.0.0.1) that reaches ``port`` inside the sandbox."""
+        if port not in self._ports:
+            self._ports[port] = self._call(self._serve_port(port))
+        return self._ports[port]
+
+    def url(self, url: str) -> str:
+        """``url`` (as printed inside) rewritten to the agent-side address of its port."""
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return urlunsplit(parts._replace(netloc=f"127.0.0.1:{self.forward(port)}"))
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            self._call(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _call(self, coro: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result(timeout=_TIMEOUT_S)
+
+    def _connection(self, handler: _Handler) -> _Handler:
+        """``handler`` run for one connection: its task held by the gate (asyncio keeps only weak
+        references to tasks), cancelled at the close, which ends it quietly (asyncio's streams log a
+        traceback for every cancelled connection task)."""
+
+        async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._connections.add(task)
+            try:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await handler(reader, writer)
+            finally:
+                self._connections.discard(task)
+
+        return run
+
+    async def _shutdown(self) -> None:
+        for server in self._servers:
+            server.close()
+        # A connection accepted just before the close gets its task a moment later: look again.
+        for _ in range(10):
+            current = asyncio.current_task()
+            connections = {task for task in asyncio.all_tasks() if task is not current} | self._connections
+            if not connections:
+                return
+            for task in connections:
+                task.cancel()
+            await asyncio.wait(connections, timeout=1.0)  # each closes its sockets as it ends
+
+    async def _serve_port(self, port: int) -> int:
+        async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                inner = await self._open_site()
+            except OSError:
+                writer.close()
+                return
+            inner[1].write(f"{port}\n".encode())
+            await relay((reader, writer), inner)
+
+        server = await asyncio.start_server(self._connection(client), "127.0.0.1", 0, limit=BUFFER)
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    async def _open_site(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        # The folder is writable inside: generated code could put a symlink to some host socket
+        # (docker's, say) in place of site.sock. Open the name without following links, check that
+        # it is a socket, and connect through the descriptor.
+        fd = os.open(self.folder / SITE_SOCKET, os.O_PATH | os.O_NOFOLLOW)
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                raise OSError(f"{SITE_SOCKET} is not a socket")
+            return await asyncio.open_unix_connection(f"/proc/self/fd/{fd}", limit=BUFFER)
+        finally:
+            os.close(fd)
+
+    async def _serve_proxy(self) -> None:
+        path = self.folder / PROXY_SOCKET
+        self._servers.append(await asyncio.start_unix_server(self._connection(self._proxy_client), path=str(path)))
+
+    async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _TIMEOUT_S)
+            request = parse_request(head[:-4])
+        except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            await _answer(writer, 400, "The sandbox's proxy takes only CONNECT and absolute http:// requests.")
+            return
+        why = refusal(request.host, self.policy.allow_hosts)
+        if why is not None:
+            await _answer(writer, 403, why)
+            return
+        try:
+            upstream = await asyncio.wait_for(
+                asyncio.open_connection(request.host, request.port, limit=BUFFER), _TIMEOUT_S
+            )
+        except (TimeoutError, OSError) as exc:
+            await _answer(writer, 502, f"The sandbox's proxy could not reach {request.host}:{request.port} ({exc}).")
+            return
+        if request.head is None:
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            upstream[1].write(request.head + b"\r\n\r\n")
+        await relay((reader, writer), upstream)
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    body = (text + "\n").encode()
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    with contextlib.suppress(OSError):
+        writer.write(head.encode() + body)
+        await writer.drain()
+    writer.close()
