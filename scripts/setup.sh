@@ -11,6 +11,7 @@ command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)  # the hostile network tests use it inside the sandbox
 # The sandbox's seccomp filter is compiled by libseccomp (through pyseccomp).
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)
 # PostgreSQL server binaries: the suite runs its storage tests on a throwaway cluster too.
