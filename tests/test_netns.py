@@ -155,3 +155,15 @@ def test_a_bad_allow_host_is_a_one_line_error_before_anything_runs(tmp_path, com
     assert done.returncode == 2, done.stderr
     assert "--allow-host takes a host name or address" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_registry_on_this_machine_opens_its_one_port_through_the_proxy() -> None:
+    from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, _registry_entry, proxy_env, refusal
+
+    entry = _registry_entry("http://127.0.0.1:4873/")
+    assert entry == "127.0.0.1:4873" and _registry_entry("https://registry.npmjs.org/") == "registry.npmjs.org"
+    assert refusal("127.0.0.1", [entry], 4873) is None
+    assert refusal("127.0.0.1", [entry], 5432) is not None  # another service on the host: refused
+    policy = NetworkPolicy(allow_hosts=("registry.npmjs.org", entry))
+    env = proxy_env(policy, NetworkGate.__new__(NetworkGate))  # npm must reach 127.0.0.1 through the proxy
+    assert "127.0.0.1" not in env["npm_config_noproxy"].split(",") and "localhost" in env["npm_config_noproxy"]

@@ -133,10 +133,37 @@ def _configured_registry_hosts(_environment: tuple[tuple[str, str], ...]) -> tup
                 config = json.loads(shown.stdout) if shown.returncode == 0 else {}
                 for name, value in config.items():
                     if name.endswith("registry") and isinstance(value, str):
-                        host = urlsplit(value).hostname
-                        if host:
-                            hosts.add(host.lower())
+                        entry = _registry_entry(value)
+                        if entry:
+                            hosts.add(entry)
     return tuple(sorted(hosts))
+
+
+def _registry_entry(url: str) -> str | None:
+    """The allow-list entry of a registry URL: its host, or ``host:port`` for a local one.
+
+    A registry on this machine's loopback or a private address (a local mirror) opens that one port
+    only: the host alone would let generated code reach every service on it through the proxy.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return None
+    if not _is_local(host):
+        return host.lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{normal_host(host)}:{port}"
+
+
+def _is_local(host: str) -> bool:
+    name = normal_host(host)
+    if name == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return address.is_private or address.is_loopback or address.is_link_local
 
 
 def bridge_command(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]:
@@ -170,7 +197,10 @@ def proxy_env(policy: NetworkPolicy, gate: NetworkGate | None) -> dict[str, str]
     if gate is None or not policy.allow_hosts:
         return {}
     url = f"http://127.0.0.1:{INNER_PROXY_PORT}"
-    local = "localhost,127.0.0.1,::1"  # the sandbox's own loopback, never the host's
+    # The sandbox's own loopback goes direct, never to the host's: except a loopback name a registry
+    # on this machine uses, which must go through the proxy (to that one port of the host's).
+    through_proxy = {entry.rsplit(":", 1)[0] for entry in policy.allow_hosts if ":" in entry}
+    local = ",".join(name for name in ("localhost", "127.0.0.1", "::1") if name not in through_proxy)
     env = {"npm_config_proxy": url, "npm_config_https_proxy": url, "npm_config_noproxy": local}
     for name in ("http_proxy", "https_proxy"):
         env[name] = env[name.upper()] = url
@@ -186,11 +216,14 @@ def normal_host(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
 
 
-def refusal(host: str, allowed: Iterable[str]) -> str | None:
-    """Why the proxy refuses ``host`` (a line for the model), or None when it is allowed."""
+def refusal(host: str, allowed: Iterable[str], port: int | None = None) -> str | None:
+    """Why the proxy refuses ``host`` (and ``port``) (a line for the model), or None when it is allowed.
+
+    An entry ``host:port`` (a local registry) allows that port of the host only.
+    """
     name = normal_host(host)
     allow = {normal_host(h) for h in allowed}
-    if name in allow:
+    if name in allow or (port is not None and f"{name}:{port}" in allow):
         return None
     shown = ", ".join(sorted(allow)) or "no host"
     try:
@@ -351,7 +384,7 @@ class NetworkGate:
         except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             await _answer(writer, 400, "The sandbox's proxy takes only CONNECT and absolute http:// requests.")
             return
-        why = refusal(request.host, self.policy.allow_hosts)
+        why = refusal(request.host, self.policy.allow_hosts, request.port)
         if why is not None:
             await _answer(writer, 403, why)
             return
