@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Top-level entries of the layout (ARCHITECTURE.md's design card, plus the project's own folders).
 LAYOUT = {
     ".ci",
+    ".dockerignore",
     ".gitignore",
     "README.md",
     "apps",

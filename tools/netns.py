@@ -128,7 +128,11 @@ def _configured_registry_hosts(_environment: tuple[tuple[str, str], ...]) -> tup
         with tempfile.TemporaryDirectory(prefix="webgen-npmrc-") as empty:
             with contextlib.suppress(OSError, subprocess.SubprocessError, ValueError):
                 shown = subprocess.run(
-                    [npm, "config", "list", "--json"], cwd=empty, capture_output=True, text=True, timeout=30
+                    [npm, "config", "list", "--json", "--logs-max=0"],
+                    cwd=empty,
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
                 )
                 config = json.loads(shown.stdout) if shown.returncode == 0 else {}
                 for name, value in config.items():
