@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -78,15 +79,25 @@ def cli_env(chromium: str = "", **extra: str) -> dict[str, str]:
     return {**os.environ, "WEBGEN_CHROMIUM": chromium, "COLUMNS": "200", "RAY_AUTH_MODE": "disabled", **extra}
 
 
-def rollout_args(tmp_path: Path, *extra: str) -> list[str]:
-    base = [CLI, "rollout", "--data", str(RECORDS), "--base-url", "http://127.0.0.1:1/v1", "--coder-model", "c"]
+def rollout_args(tmp_path: Path, base_url: str, *extra: str) -> list[str]:
+    base = [CLI, "rollout", "--data", str(RECORDS), "--base-url", base_url, "--coder-model", "c"]
     return base + ["--vlm-model", "v", "--feedback-model", "f", "--db", str(tmp_path / "x.db"), *extra]
 
 
-def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_path, ray_address):
+@pytest.fixture(scope="module")
+def idle_endpoint() -> Iterator[str]:
+    """A model endpoint that answers (the checks before a rollout pass) and is never asked anything here."""
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
+
+    with ScriptedServer(Scenario.model_validate({"name": "idle", "rules": [{"content": "unused"}]})) as server:
+        yield server.base_url
+
+
+def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_path, ray_address, idle_endpoint):
     # --ray with no value (followed by another option): a Ray instance of this machine's own CPUs.
     alone = subprocess.run(
-        rollout_args(tmp_path, "--ray", "--actors", "64", "--runs-per-actor", "4"),
+        rollout_args(tmp_path, idle_endpoint, "--ray", "--actors", "64", "--runs-per-actor", "4"),
         env=cli_env(),
         capture_output=True,
         text=True,
@@ -100,7 +111,7 @@ def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_pa
     # --ray auto (the cluster RAY_ADDRESS names) and --ray HOST:PORT join the running instance.
     for address, env in (("auto", cli_env(RAY_ADDRESS=ray_address)), (ray_address, cli_env())):
         joined = subprocess.run(
-            rollout_args(tmp_path, "--actors", "64", "--ray", address),
+            rollout_args(tmp_path, idle_endpoint, "--actors", "64", "--ray", address),
             env=env,
             capture_output=True,
             text=True,

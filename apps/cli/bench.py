@@ -254,9 +254,9 @@ def bench(
         spending = whole_budget(budget_usd, budget_tokens, context)
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
+    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     if context is not None:
         check_before_run(context, db_path)
-    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     where = "" if cluster is None else f", on Ray ({cluster.address or 'local'})"
     cases = sum(len(r.test_cases) for r in records)
     console.print(f"{len(records)} instruction(s), {cases} test case(s) -> {out}{where}")

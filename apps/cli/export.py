@@ -134,8 +134,8 @@ def rollout(
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
-    check_before_run(context, database)
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
+    check_before_run(context, database)
     where = f"{workers} at a time" if cluster is None else f"on Ray ({cluster.address or 'local'})"
     console.print(
         f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, {where}, database {database}"
