@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export_webloop import webloop_records
+from webgen_agent.checkpoints.flat_groups import flat_groups
 from webgen_agent.checkpoints.rewards import advantages, group_stats
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, arrow_friendly_order, load_trajectories
@@ -307,6 +308,7 @@ async def export_trajectories(
     critic_reward: CriticReward = "dh",
     parquet: bool = False,
     render: ChatRender | None = None,
+    drop_flat_groups: bool = False,
 ) -> ExportReport:
     """Read the trajectories and write ``out`` (JSON lines, or parquet) in ``export_format``; with
     ``render``, a prompt-completion format's messages become the chat template's strings."""
@@ -315,10 +317,15 @@ async def export_trajectories(
         raise ValueError(f"the text layout is for the {formats} formats, not {export_format}")
     started = time.monotonic()
     trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
+    flat = flat_groups(trajectories, reward)
+    kept = trajectories
+    if drop_flat_groups:
+        dropped = {group.group_id for group in flat}
+        kept = [t for t in trajectories if t.group_id not in dropped]
     store = BlobStore(db_path)
     try:
         records = build_records(
-            export_format, trajectories, store, min_score=min_score, reward=reward, critic_reward=critic_reward
+            export_format, kept, store, min_score=min_score, reward=reward, critic_reward=critic_reward
         )
         count = write_records(records, Path(out), parquet=parquet, render=render)
     finally:
@@ -329,5 +336,7 @@ async def export_trajectories(
         records=count,
         trajectories=len(trajectories),
         groups=len({t.group_id for t in trajectories}),
+        flat_groups=flat,
+        dropped_groups=len(flat) if drop_flat_groups else 0,
         seconds=round(time.monotonic() - started, 3),
     )

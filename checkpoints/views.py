@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from webgen_agent.checkpoints.flat_groups import FlatGroup
 from webgen_agent.core.views import Critique
 
 ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory"]
@@ -207,4 +208,8 @@ class ExportReport(BaseModel):
     records: int = Field(description="JSON lines written.")
     trajectories: int = Field(description="Trajectories read.")
     groups: int = Field(description="Groups read.")
+    flat_groups: list[FlatGroup] = Field(
+        default_factory=list, description="Groups read whose rewards are all equal (no training signal)."
+    )
+    dropped_groups: int = Field(default=0, description="Flat groups left out (drop_flat_groups).")
     seconds: float = 0.0

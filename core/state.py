@@ -82,6 +82,7 @@ class Step(TypedDict):
     gui_suggestions: NotRequired[list[str]]
     gui_run: NotRequired[str | None]  # blob hash of the GUI run record (actions, answer)
     visible_error: NotRequired[str]  # upstream profile: an error the VLM read off the screenshot
+    judge_error: NotRequired[str]  # why the screenshot judge gave no usable answer (its grade is then 0)
     gui_error: NotRequired[str]  # upstream profile: why the GUI test could not run
     critique: NotRequired[str | None]  # blob hash of the llm Critic's answer
     critic_prompt: NotRequired[str | None]  # blob hash of the JSON messages the llm Critic was sent
@@ -133,6 +134,7 @@ class StepUpdate(TypedDict, total=False):
     gui_suggestions: list[str]
     gui_run: str | None
     visible_error: str
+    judge_error: str
     gui_error: str
     critique: str | None
     critic_prompt: str | None

@@ -27,6 +27,7 @@ class StepView(BaseModel):
     gui_score: int = Field(default=0, description="1-5; 0 when no GUI test ran.")
     gui_passed: bool | None = None
     errored: bool = False
+    judge_error: str = Field(default="", description="Why the screenshot judge gave no usable answer (grade 0).")
     format_ok: bool = True
     execution_ok: bool | None = Field(default=None, description="None when the step did not run the project.")
     execution_stage: str | None = None
@@ -65,6 +66,7 @@ def step_facts(step: Step) -> dict[str, Any]:
         "gui_score": step["gui_score"],
         "gui_passed": step["gui_passed"],
         "errored": step["errored"],
+        "judge_error": step.get("judge_error", ""),
         "format_ok": step["format_ok"],
         "execution_ok": execution["ok"] if execution else None,
         "execution_stage": execution["stage"] if execution else None,

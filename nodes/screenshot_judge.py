@@ -91,6 +91,12 @@ def screenshot_only_messages(text: str, png: bytes) -> list[dict]:
     ]
 
 
+def judge_failure(*errors: str | None) -> str:
+    """Why the judge's call(s) gave no usable answer, kept in the step: a grade of 0 from a failed
+    call must not pass for a bad page (history, the report and rollout's summary say which it was)."""
+    return "; ".join(error for error in errors if error)
+
+
 async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     """Description (with any visible error) and a 0-5 grade, from the screenshot alone."""
     step = current_step(state)
@@ -122,6 +128,9 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
                 "description": description,
                 "suggestions": suggestions,
                 "visible_error": visible_error,
+                "judge_error": judge_failure(
+                    described.error and f"description: {described.error}", graded.error and f"grade: {graded.error}"
+                ),
                 "errored": errored,
                 "tokens": {"screenshot_judge": usage_record(described.usage + graded.usage)},
             }
@@ -161,6 +170,7 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
                 "screenshot_score": score,
                 "description": description,
                 "suggestions": suggestions,
+                "judge_error": judge_failure(answer.error),
                 "errored": errored,
                 "tokens": {"screenshot_judge": usage_record(answer.usage)},
             }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -45,6 +46,7 @@ from webgen_agent.apps.rollout.settings import (
     ROLLOUT_TOP_P,
 )
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
+from webgen_agent.checkpoints.flat_groups import FlatGroup
 from webgen_agent.checkpoints.views import ExportFormat
 from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
 
@@ -175,6 +177,7 @@ def rollout(
     failed = [o for o in outcomes if o.status == "failed"]
     counts = view.counts()
     console.print(f"{counts['done']} finished now, {counts['skipped']} finished before, {len(failed)} failed.")
+    report_signal(database, sorted({spec.group_id for spec in specs}))
     if spending is not None:
         console.print(f"spent: {spending.line()}")
     if failed:
@@ -217,6 +220,9 @@ def export(
     chat_template: Annotated[
         Path | None, typer.Option(help="--text: local tokenizer (Hugging Face directory) whose chat template renders.")
     ] = None,
+    drop_flat_groups: Annotated[
+        bool, typer.Option(help="Leave out groups whose rewards are all equal (their advantages are all 0).")
+    ] = False,
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Write trajectories as training data (formats in docs/exports.md)."""
@@ -252,10 +258,12 @@ def export(
                 critic_reward=critic_reward,
                 parquet=parquet,
                 render=render,
+                drop_flat_groups=drop_flat_groups,
             )
         )
     except ChatTemplateError as exc:  # a template that fails on some record
         fail(str(exc))
+    warn_flat_groups(report.flat_groups, report.groups, dropped=drop_flat_groups)
     if report.records == 0:
         Path(report.path).unlink(missing_ok=True)
         fail(
@@ -266,6 +274,37 @@ def export(
         f"wrote {report.records} {export_format} records from {report.trajectories} trajectories "
         f"in {report.groups} groups to {report.path} ({report.seconds:.2f}s)"
     )
+
+
+def report_signal(database: Any, groups: list[str]) -> None:
+    """How many of the rollout's groups (their finished trajectories) have zero reward variance, and why."""
+    from webgen_agent.checkpoints.flat_groups import flat_groups
+    from webgen_agent.checkpoints.trajectories import load_trajectories
+
+    trajectories = asyncio.run(load_trajectories(database, groups=groups))
+    flat = flat_groups(trajectories)
+    read = len({t.group_id for t in trajectories})
+    console.print(f"{len(flat)} of {read} groups with finished trajectories have zero reward variance.")
+    warn_flat_groups(flat, read, dropped=None)
+
+
+def warn_flat_groups(flat: Sequence[FlatGroup], groups: int, *, dropped: bool | None) -> None:
+    """One warning line per flat group (a group with no training signal), and what was (or export
+    can be) done with them; ``dropped`` None: nothing is written yet (rollout)."""
+    if not flat:
+        return
+    done = {
+        True: "left out (--drop-flat-groups)",
+        False: "written; --drop-flat-groups leaves them out",
+        None: "`export --drop-flat-groups` leaves them out",
+    }[dropped]
+    errors.print(
+        f"[yellow]warning[/yellow]: {len(flat)} of {groups} groups have zero reward variance "
+        f"(every advantage 0, no training signal), {done}:",
+        soft_wrap=True,
+    )
+    for group in flat:
+        errors.print(f"  {group.line()}", soft_wrap=True, markup=False)
 
 
 def _require_runs(database: Any, groups: list[str], include_unfinished: bool) -> None:

@@ -82,6 +82,9 @@ def history(
             usd_text(row.cost_usd),
         )
     console.print(table)
+    for row in rows:
+        if row.judge_error:  # a grade of 0 that says nothing about the page
+            console.print(f"step {row.index}: the screenshot judge failed: {row.judge_error}", soft_wrap=True)
     if rows:
         total = add_costs(row.cost_usd for row in rows)
         console.print(f"spent: {sum(row.total_tokens for row in rows):,} tokens, {usd_text(total)}")

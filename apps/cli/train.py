@@ -49,6 +49,9 @@ def train(
             "(WebLoop's reward switch, about 15 updates in the paper).",
         ),
     ] = None,
+    allow_no_signal: Annotated[
+        bool, typer.Option(help="Train even when every advantage is 0 (refused by default: nothing to learn).")
+    ] = False,
 ) -> None:
     """Train MODEL on a step-grpo or webloop export (PPO clip against exported logprobs, else advantage-weighted)."""
     try:
@@ -81,6 +84,7 @@ def train(
         seed=seed,
         max_steps=max_steps,
         critic_reward_switch=critic_reward_switch,
+        allow_no_signal=allow_no_signal,
     )
     try:
         report = run_training(config)

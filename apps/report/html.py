@@ -518,7 +518,9 @@ def _grades(step: StepReport, report: RunReport) -> str:
 
 
 def _screenshot_grade(step: StepReport) -> str:
-    if _judged(step):
+    if step.judge_error:
+        grade, why = f"{step.screenshot_score}/5", f"the judge failed: {step.judge_error}"
+    elif _judged(step):
         grade, why = f"{step.screenshot_score}/5", step.description or "(the judge gave no description)"
     else:
         grade, why = "not graded", _why_not_graded(step)

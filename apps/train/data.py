@@ -101,6 +101,22 @@ def read_records(path: str | Path) -> list[TrainRecord]:
     return records
 
 
+def require_signal(records: list[TrainRecord], path: Path, *, reward_switch: bool) -> None:
+    """Refuse data in which every advantage is 0: training on it moves nothing (loss 0) and would
+    pass for a run that learned. Webloop Critic records count as signal under the reward switch,
+    which recomputes their advantages from d and h."""
+    if any(record.advantage != 0 for record in records):
+        return
+    if reward_switch and any(record.role == "critic" and record.d is not None for record in records):
+        return
+    groups = len({record.group_id for record in records if record.group_id is not None})
+    in_groups = f" in {groups} groups" if groups else ""
+    raise TrainDataError(
+        f"{path}: every advantage of the {len(records)} records{in_groups} is 0 (each group's rewards are all "
+        "equal: see `export`'s warning), so there is nothing to learn; --allow-no-signal trains anyway"
+    )
+
+
 def critic_advantages(records: list[TrainRecord], kind: CriticReward) -> dict[int, float]:
     """Record index -> the advantage of a Critic turn whose reward is ``kind`` (d, h or dh), normalised
     over the Critic turns of its group as the webloop export does; only webloop Critic records."""

@@ -22,7 +22,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from webgen_agent.apps.train.batch import Batch
 from webgen_agent.apps.train.chat import load_tokenizer
-from webgen_agent.apps.train.data import TrainDataError, TrainRecord, critic_advantages, read_records
+from webgen_agent.apps.train.data import (
+    TrainDataError,
+    TrainRecord,
+    critic_advantages,
+    read_records,
+    require_signal,
+)
 from webgen_agent.apps.train.encode import Example, encode
 from webgen_agent.apps.train.loss import policy_loss
 
@@ -56,6 +62,7 @@ class TrainConfig(BaseModel):
         ge=0,
         description="webloop data: the Critic's reward is D alone for this many optimizer steps, then D + H.",
     )
+    allow_no_signal: bool = Field(default=False, description="Train even when every advantage is 0.")
 
 
 class StepFigures(BaseModel):
@@ -164,6 +171,8 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
     started = time.monotonic()
     console = console or Console(stderr=True)
     records = read_records(config.data)
+    if not config.allow_no_signal:
+        require_signal(records, config.data, reward_switch=config.critic_reward_switch is not None)
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     device = _device(config.device)

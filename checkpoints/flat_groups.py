@@ -1,0 +1,78 @@
+"""Groups that carry no training signal: every pool entry has the same reward, so every advantage is 0.
+
+Such a group trains nothing under Step-GRPO; a rollout made only of them (a judge that never gave a
+usable answer, a site that never rendered) would otherwise export and train with a loss of 0 and no
+word. ``rollout``, ``export`` and ``train`` say how many there are and why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from webgen_agent.checkpoints.credit import RewardKind
+
+if TYPE_CHECKING:  # only for annotations
+    from webgen_agent.checkpoints.trajectories import Trajectory
+
+_REASONS_SHOWN = 3
+
+
+class FlatGroup(BaseModel):
+    """A group whose pool entries all have one reward (standard deviation 0)."""
+
+    group_id: str
+    reward: float = Field(description="The reward every pool entry of the group has.")
+    entries: int = Field(description="Pool entries in the group.")
+    trajectories: int
+    judge_failures: int = Field(description="Steps whose screenshot judge gave no usable answer.")
+    unrendered: int = Field(description="Code edits whose project did not run, so no page was graded.")
+    reasons: list[str] = Field(default_factory=list, description="The most frequent judge failure reasons.")
+
+    def line(self) -> str:
+        """One line: the group, its reward and why it is flat (as far as the steps tell)."""
+        why = []
+        if self.judge_failures:
+            reasons = "; ".join(self.reasons)
+            why.append(f"{self.judge_failures} judge failures ({reasons})")
+        if self.unrendered:
+            why.append(f"{self.unrendered} edits that did not run")
+        cause = ", ".join(why) or "every entry earned the same grades"
+        return (
+            f"{self.group_id}: all {self.entries} rewards of {self.trajectories} trajectories are "
+            f"{self.reward:g}: {cause}"
+        )
+
+
+def flat_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -> list[FlatGroup]:
+    """The groups of ``trajectories`` with at least two pool entries, all of one reward.
+
+    A one-entry group is not flat: its advantage is its reward (mean 0, std 1, as upstream).
+    """
+    by_group: dict[str, list[Trajectory]] = {}
+    for trajectory in trajectories:
+        by_group.setdefault(trajectory.group_id, []).append(trajectory)
+    found = []
+    for group_id, members in by_group.items():
+        rewards = [t.entry_reward(entry, kind) for t in members for entry in t.pool]
+        if len(rewards) < 2 or len(set(rewards)) > 1:
+            continue
+        steps = [step for t in members for step in t.steps]
+        reasons = Counter(step.get("judge_error", "") for step in steps if step.get("judge_error"))
+        found.append(
+            FlatGroup(
+                group_id=group_id,
+                reward=rewards[0],
+                entries=len(rewards),
+                trajectories=len(members),
+                judge_failures=sum(reasons.values()),
+                unrendered=sum(
+                    1 for s in steps if s["action"] == "edit" and s.get("execution") and not s["execution"]["ok"]
+                ),
+                reasons=[reason[:160] for reason, _ in reasons.most_common(_REASONS_SHOWN)],
+            )
+        )
+    return found
