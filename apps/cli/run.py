@@ -153,6 +153,11 @@ def resume(
     from webgen_agent.graph.api import continued_context, resume_run
     from webgen_agent.tools.models import ModelCallError
 
+    # The flags first (they need nothing), then the run they name.
+    try:
+        decision = review_decision(json.loads(answer)) if answer is not None else None
+    except (ValueError, json.JSONDecodeError) as exc:
+        fail(f"--answer: {exc}")
     record = recorded_run(existing_db(settings.db), run_id)
     if record.status == "finished":
         fail(
@@ -172,10 +177,6 @@ def resume(
     except ValueError as exc:
         fail(str(exc))
     check_before_run(context, resolve_db(settings.db))
-    try:
-        decision = review_decision(json.loads(answer)) if answer is not None else None
-    except (ValueError, json.JSONDecodeError) as exc:
-        fail(f"--answer: {exc}")
     try:
         result = run_async(
             run_with_review(

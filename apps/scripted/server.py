@@ -146,10 +146,9 @@ class ScriptedModel:
         return JSONResponse({"status": "ok", "scenario": self.scenario.name})
 
     async def models(self, request: Request) -> Response:
-        # A rule without a model (or "*") answers any model name: then no list could be complete, so
-        # none is claimed (clients that check names, like `doctor`, skip the check for an empty list).
-        any_name = any(r.model in (None, "*") for r in self.scenario.rules)
-        names = [] if any_name else sorted({str(r.model) for r in self.scenario.rules})
+        # The names the rules give. A scenario whose rules name none answers any model name: it claims
+        # none then (clients that check names, like `doctor`, skip the check for an empty list).
+        names = sorted({r.model for r in self.scenario.rules if r.model not in (None, "*")})
         data = [{"id": name, "object": "model", "created": 0, "owned_by": "scripted"} for name in names]
         return JSONResponse({"object": "list", "data": data})
 
