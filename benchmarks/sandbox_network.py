@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
 from benchmarks.common import REPEATS, app_files, median, print_header, run_main
 from webgen_agent.core.context import SandboxSettings, find_chromium
@@ -58,6 +59,17 @@ async def warm_npm_cache(workspace: Path) -> None:
         raise SystemExit(f"npm install of the benchmark app failed:\n{done.output_tail}")
 
 
+async def _load(page: Page, url: str) -> None:
+    """Navigate to ``url``; a navigation Vite's own reload (HMR) aborted mid-way is made again."""
+    for attempt in range(3):
+        try:
+            await page.goto(url)
+            return
+        except PlaywrightError as exc:
+            if "ERR_ABORTED" not in str(exc) or attempt == 2:
+                raise
+
+
 async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[str, list[float]]:
     """One fresh workspace in ``mode``: its install, its server's start, its source-only steps."""
     workspace = base / f"{mode}-{rep}"
@@ -74,7 +86,7 @@ async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[s
             raise SystemExit(f"the dev server did not start in mode {mode}:\n{started.error}")
         figures["start"].append(started.start_s)
         page = await browser.new_page()
-        await page.goto(started.url)
+        await _load(page, started.url)
         await page.wait_for_selector("text=Todos, version 0", timeout=60_000)
         for edit in range(1, SOURCE_EDITS + 1):
             heading = f"Todos, version {edit}"
@@ -83,7 +95,7 @@ async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[s
             _write(workspace, {"src/App.jsx": app_files(heading, with_dependency=True)["src/App.jsx"]})
             result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
             assert result.ok and result.url is not None and not result.server_restarted, result
-            await page.goto(result.url)
+            await _load(page, result.url)
             await page.wait_for_selector(f"text={heading}", timeout=60_000)
             figures["source"].append(time.monotonic() - clock)
             runner.note_page(["/src/App.jsx"])
