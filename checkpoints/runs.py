@@ -47,6 +47,10 @@ class RunRecord(BaseModel):
     settings: str = Field(default="{}", description="Non-secret run settings (JSON) reused on resume.")
     host: str = Field(default="", description="The machine whose process runs it (liveness is judged there).")
 
+    def recorded_settings(self) -> dict[str, Any]:
+        """The settings the run started with (what resume and fork start from)."""
+        return dict(json.loads(self.settings or "{}"))
+
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
@@ -227,7 +231,7 @@ class RunIndex:
 
     def settings(self, run_id: str) -> dict[str, Any]:
         record = self.get(run_id)
-        return json.loads(record.settings) if record else {}
+        return record.recorded_settings() if record else {}
 
     # -- the same, off the event loop ---------------------------------------------------------
     async def astart(self, record: RunRecord) -> RunRecord:

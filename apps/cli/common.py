@@ -149,13 +149,6 @@ def recorded_run(database: Database, run_id: str) -> Any:
     return record
 
 
-def recorded_settings(record: Any) -> dict[str, Any]:
-    """The settings a run recorded when it started (what resume and fork start from)."""
-    import json
-
-    return dict(json.loads(record.settings or "{}"))
-
-
 RAY_LOCAL = "local"
 RAY_HELP = (
     "Run on Ray: --ray alone (or --ray local) starts a Ray instance on this machine for the command; "

@@ -19,8 +19,6 @@ from webgen_agent.apps.cli.common import (
     make_context,
     no_sandbox_option,
     recorded_run,
-    recorded_settings,
-    resolve_db,
     run_async,
     with_model_flags,
     with_recorded,
@@ -118,7 +116,7 @@ def fork(
     database = existing_db(settings.db)
     recorded = with_recorded(
         settings,
-        recorded_settings(recorded_run(database, run_id)),
+        recorded_run(database, run_id).recorded_settings(),
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
     )
@@ -128,7 +126,7 @@ def fork(
     if points is not None:
         recorded["review"] = points
     context = make_context(settings, no_sandbox=no_sandbox, **recorded)
-    check_before_run(context, resolve_db(settings.db))
+    check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:
         result = run_async(
             run_with_review(
@@ -141,7 +139,7 @@ def fork(
                     context=context,
                     new_run_id=new_run_id,
                     out_dir=out,
-                    db_path=resolve_db(settings.db),
+                    db_path=database,
                     on_progress=on_event,
                     reviewer=reviewer,
                 ),

@@ -35,7 +35,6 @@ from webgen_agent.apps.cli.common import (
     print_result,
     print_stop,
     recorded_run,
-    recorded_settings,
     resolve_db,
     run_async,
     with_model_flags,
@@ -158,7 +157,8 @@ def resume(
         decision = review_decision(json.loads(answer)) if answer is not None else None
     except (ValueError, json.JSONDecodeError) as exc:
         fail(f"--answer: {exc}")
-    record = recorded_run(existing_db(settings.db), run_id)
+    database = existing_db(settings.db)
+    record = recorded_run(database, run_id)
     if record.status == "finished":
         fail(
             f"run {run_id} has finished: nothing to resume (`webgen-agent fork {run_id} --step N` continues "
@@ -166,7 +166,7 @@ def resume(
         )
     # The run keeps its recorded settings (resume_run restores them); flags (and price variables)
     # given now beat its prices and budgets, and --review its review points.
-    recorded = recorded_settings(record)
+    recorded = record.recorded_settings()
     changes = cost_changes(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
     points = review_flag_points(review)
     if points is not None:
@@ -176,7 +176,7 @@ def resume(
         context = continued_context(host, recorded, changes)  # what the run goes on with
     except ValueError as exc:
         fail(str(exc))
-    check_before_run(context, resolve_db(settings.db))
+    check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:
         result = run_async(
             run_with_review(
@@ -186,7 +186,7 @@ def resume(
                     run_id,
                     context=host,
                     changes=changes,
-                    db_path=resolve_db(settings.db),
+                    db_path=database,
                     on_progress=on_event,
                     reviewer=reviewer,
                     answer=decision,
