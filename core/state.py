@@ -7,6 +7,7 @@ messages from an earlier step while the abandoned steps stay listed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NotRequired, Required
 
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
@@ -16,6 +17,7 @@ from typing_extensions import TypedDict
 from webgen_agent.core.profiles.rules import Profile
 
 StepAction = Literal["edit", "screenshot_validated", "finish", "malformed"]
+RunStatus = Literal["running", "finished", "failed", "rejected"]  # rejected: by the reviewer at finalize
 
 
 class ChatRef(TypedDict):
@@ -224,8 +226,33 @@ class AgentState(TypedDict, total=False):
     feedback: str | None  # blob hash of the critic's message for the next refiner turn
     steps: Annotated[list[Step], merge_steps]
     events: Annotated[list[Event], append_events]
-    status: Literal["running", "finished", "failed", "rejected"]  # rejected: by the reviewer at finalize
+    status: RunStatus
     chosen_step: int | None
     site_dir: str | None
     profile: Profile  # the rules the run followed (exports read it)
     requirements: str | None  # blob hash of the instruction's requirement list (checks, execution-free critic)
+
+
+class NodeUpdate(TypedDict, total=False):
+    """What a node returns: any ``AgentState`` field, with ``steps`` as partial records (``StepUpdate``,
+    merged by index) and ``events`` as the new ones (appended). tests/test_one_source.py checks that the
+    fields are ``AgentState``'s."""
+
+    requirement: str
+    run_id: str
+    out_dir: str
+    group_id: str
+    messages: list[ChatRef]
+    files: str | None
+    current: int
+    edit_step: int | None
+    consecutive_errors: int
+    test_instruction: str | None
+    feedback: str | None
+    steps: Sequence[Step | StepUpdate]  # a new step's first record is whole (the coder turn's)
+    events: list[Event]
+    status: RunStatus
+    chosen_step: int | None
+    site_dir: str | None
+    profile: Profile
+    requirements: str | None

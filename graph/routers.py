@@ -15,6 +15,7 @@ from langgraph.runtime import get_runtime
 
 from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
+from webgen_agent.core.error_count import error_count
 from webgen_agent.core.loops import loop_rules
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState
@@ -62,7 +63,7 @@ def limits_of(limits: RoutingLimits | None) -> RoutingLimits:
 
 
 def _should_backtrack(state: AgentState, context: RoutingLimits) -> bool:
-    return context.backtrack and state.get("consecutive_errors", 0) >= context.error_limit
+    return context.backtrack and error_count(state) >= context.error_limit
 
 
 def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:

@@ -9,27 +9,28 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.error_count import count_after, error_count
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, node, store
+from webgen_agent.nodes.common import NodeResult, Update, node, store
 from webgen_agent.nodes.feedback import results_text, template_feedback, upstream_step_feedback
 from webgen_agent.nodes.selection import best_good_step, step_files
 
 
 @node
-async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     blobs = store()
-    count = state.get("consecutive_errors", 0)
+    count = error_count(state)
     after = state["current"]
     rules = profile_rules(runtime.context.profile)
     target = best_good_step(state["steps"], rules.selection)
     if target is None:
-        return {
+        restart: Update = {
             "messages": [],
             "files": None,
             "edit_step": None,
-            "consecutive_errors": 0,
+            "consecutive_errors": count_after(state, "backtrack"),
             "feedback": None,
             "events": [
                 {
@@ -39,8 +40,8 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
                     "reason": f"{count} consecutive errored steps and no good step to return to",
                 }
             ],
-            "_message": "restart from the requirement",
         }
+        return NodeResult(restart, "restart from the requirement")
     conversation: list[ChatRef] = [
         *await blobs.aget_json(target["prompt"]),
         {"role": "assistant", "hash": target["completion"]},
@@ -57,11 +58,11 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         )
         results, focus = results_text(target, None)
         feedback = await blobs.aput_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
-    return {
+    update: Update = {
         "messages": conversation,
         "files": step_files(target, state["steps"]),
         "edit_step": target["index"] if target["action"] == "edit" else target["tests_step"],
-        "consecutive_errors": 0,
+        "consecutive_errors": count_after(state, "backtrack"),
         "feedback": feedback,
         "events": [
             {
@@ -71,5 +72,5 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> Update
                 "reason": f"{count} consecutive errored steps",
             }
         ],
-        "_message": f"back to step {target['index']}",
     }
+    return NodeResult(update, f"back to step {target['index']}")

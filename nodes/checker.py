@@ -21,7 +21,7 @@ from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import RequirementItem, RequirementList
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, edit_step, node, prepared_workspace, usage_record
+from webgen_agent.nodes.common import NodeResult, Update, edit_step, node, prepared_workspace, usage_record
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
@@ -100,7 +100,7 @@ def check_record(position: int, item: dict[str, str], run: GuiRun | None, why: s
 
 
 @node
-async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     context = runtime.context
     resources = get_resources()
     target = edit_step(state)
@@ -108,8 +108,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     items: list[dict[str, str]] = await resources.store.aget_json(requirements)
     update: Update = {"requirements": requirements}
     if target is None:  # nothing was ever written: nothing to check
-        update["_message"] = "no page to check"
-        return update
+        return NodeResult(update, "no page to check")
     served = None
     execution = target.get("execution")
     if execution and execution["ok"]:
@@ -134,5 +133,4 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         "tokens": {"checker": usage_record(usage)},
     }
     update["steps"] = [patch]
-    update["_message"] = f"checks {' '.join(r['verdict'] for r in records)} (score {score:.2f})"
-    return update
+    return NodeResult(update, f"checks {' '.join(r['verdict'] for r in records)} (score {score:.2f})")

@@ -16,7 +16,7 @@ from webgen_agent.core.context import AgentContext, Role
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import CodeCritique
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, store, usage_record
 from webgen_agent.tools.models import ask_structured
 
 MAX_CODE_CHARS = 40_000
@@ -57,7 +57,7 @@ def format_code_critique(critique: CodeCritique, requirements: list[dict[str, st
 
 
 @node
-async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     context = runtime.context
     step = current_step(state)
     target = edit_step(state) or step
@@ -85,8 +85,6 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Upda
     notes = step.get("problems") or []
     feedback = await blobs.aput_text(prompts.refine_user(state["requirement"], review, notes))
     patch["feedback"] = feedback
-    return {
-        "feedback": feedback,
-        "steps": [patch],
-        "_message": "critique" if answer.value is not None else "no critique",
-    }
+    return NodeResult(
+        {"feedback": feedback, "steps": [patch]}, "critique" if answer.value is not None else "no critique"
+    )

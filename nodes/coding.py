@@ -10,9 +10,10 @@ from langgraph.func import task
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings
+from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef, Step
-from webgen_agent.nodes.common import Update, store, usage_record
+from webgen_agent.nodes.common import NodeResult, Update, store, usage_record
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import Completion, complete
 
@@ -42,7 +43,7 @@ async def coder_turn(
     node_name: Literal["generator", "refiner"],
     conversation: list[ChatRef],
     parent: int | None,
-) -> Update:
+) -> NodeResult:
     """Ask the coder with ``conversation`` and record the reply as a new step."""
     sent, completion = await ask_coder(runtime.context, conversation)
     return await record_turn(
@@ -80,8 +81,8 @@ async def record_turn(
     conversation: list[ChatRef],
     parent: int | None,
     completion: Completion,
-) -> Update:
-    """The coder's reply to ``conversation`` recorded as a new step (the update a coder node returns)."""
+) -> NodeResult:
+    """The coder's reply to ``conversation`` recorded as a new step (what a coder node returns)."""
     rules = profile_rules(runtime.context.profile)
     text, replaced = _valid_text(completion.text)
     parsed = parse_reply(text, rules.replies)
@@ -142,8 +143,7 @@ async def record_turn(
         "current": index,
         "steps": [step],
         "feedback": None,
-        "_message": f"step {index}: {step['summary']}",
+        # An unerrored step is judged later (its run, its grade, its GUI test).
+        "consecutive_errors": count_after(state, verdict_of(step["errored"], final=False)),
     }
-    if step["errored"]:
-        update["consecutive_errors"] = state.get("consecutive_errors", 0) + 1
-    return update
+    return NodeResult(update, f"step {index}: {step['summary']}")

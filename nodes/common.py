@@ -6,6 +6,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,14 +16,25 @@ from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import add_costs, call_cost
 from webgen_agent.core.events import ProgressEvent
-from webgen_agent.core.state import AgentState, Step, StepUpdate
+from webgen_agent.core.state import AgentState, NodeUpdate, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen
 from webgen_agent.tools.models import Usage, UsageMeter, metered
 
-Update = dict[str, Any]
+Update = NodeUpdate  # what a node returns to the graph (typed: core/state.py)
 T = TypeVar("T")
-NodeFn = Callable[[AgentState, Runtime[AgentContext]], Awaitable[Update]]
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """What a node's function returns to ``node``: its state update, and the line its progress event shows."""
+
+    update: Update
+    message: str = ""
+
+
+NodeFn = Callable[[AgentState, Runtime[AgentContext]], Awaitable[NodeResult]]
+GraphNode = Callable[[AgentState, Runtime[AgentContext]], Awaitable[Update]]
 
 
 def workspace_dir(state: AgentState) -> Path:
@@ -94,7 +106,7 @@ class _EndpointLog:
         _emit(self.runtime, ProgressEvent(node=self.name, step=self.step, phase="wait", message=event.line()))
 
 
-def node(fn: NodeFn) -> NodeFn:
+def node(fn: NodeFn) -> GraphNode:
     """Decorate a node: emit start/end progress events and record its wall time on its step.
 
     The node's name is its function's name (what the graph registers it as). The step is the last
@@ -102,7 +114,8 @@ def node(fn: NodeFn) -> NodeFn:
     (each role at its price, docs/costs.md) is recorded there too, under ``cost``; calls the node
     meters apart (``metered``) it records itself. Endpoint trouble of the node's model calls (waits,
     fallback, condensed prompts) is shown as ``wait`` progress events and recorded in the step's
-    ``endpoint`` field, never as an error of the step.
+    ``endpoint`` field, never as an error of the step. The graph gets the update; the end event
+    shows the result's message.
     """
     name = fn.__name__
 
@@ -114,10 +127,11 @@ def node(fn: NodeFn) -> NodeFn:
         started = time.monotonic()
         endpoint_log = _EndpointLog(runtime, name, step_index)
         with listen(endpoint_log), metered() as meter:
-            update = await fn(state, runtime)
+            result = await fn(state, runtime)
+        update = result.update
         seconds = round(time.monotonic() - started, 3)
         cost = node_cost(meter, runtime.context)
-        patches: list[StepUpdate] = list(update.get("steps") or [])
+        patches: list[Step | StepUpdate] = list(update.get("steps") or [])
         if patches:
             step_index = patches[-1]["index"]
         if step_index is not None:
@@ -145,7 +159,7 @@ def node(fn: NodeFn) -> NodeFn:
                 screenshot_score=_last(patches, "screenshot_score"),
                 gui_score=_last(patches, "gui_score"),
                 errored=_last(patches, "errored"),
-                message=str(update.pop("_message", "")),
+                message=result.message,
                 input_tokens=sum(u.get("input", 0) for u in used),
                 output_tokens=sum(u.get("output", 0) for u in used),
                 cost_usd=add_costs(costs) if costs else None,
@@ -174,7 +188,7 @@ def node_cost(meter: UsageMeter, context: AgentContext | None) -> float | None:
     )
 
 
-def _last(patches: list[StepUpdate], key: str) -> Any:
+def _last(patches: list[Step | StepUpdate], key: str) -> Any:
     for patch in reversed(patches):
         if key in patch:
             return patch[key]

@@ -15,13 +15,13 @@ from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, current_step, edit_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, store, usage_record
 from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
 from webgen_agent.tools.models import ask_structured
 
 
 @node
-async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     step = current_step(state)
     tested = edit_step(state) if step["action"] == "screenshot_validated" else None
     results, focus = results_text(step, tested)
@@ -43,4 +43,4 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         text = template_feedback(state["requirement"], results, focus)
     feedback = await store().aput_text(text)
     patch["feedback"] = feedback
-    return {"feedback": feedback, "steps": [patch], "_message": focus}
+    return NodeResult({"feedback": feedback, "steps": [patch]}, focus)

@@ -17,10 +17,12 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import SKIPPED_DIRS, BlobStore
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
+    NodeResult,
     Update,
     current_step,
     node,
@@ -228,7 +230,7 @@ async def _shell_action(site: SiteRunner, command: str, timeout_s: float) -> lis
     return problems
 
 
-def _structure_failed(state: AgentState, edit: WrittenEdit, structure: list[str]) -> Update:
+def _structure_failed(state: AgentState, edit: WrittenEdit, structure: list[str]) -> NodeResult:
     """The scaffold's check failed: the step ends errored before anything is installed or started."""
     assert edit.scaffold is not None
     index = current_step(state)["index"]
@@ -242,14 +244,14 @@ def _structure_failed(state: AgentState, edit: WrittenEdit, structure: list[str]
         "structure_ok": False,
         "errored": True,
     }
-    return {
+    update: Update = {
         "files": edit.files,
         "edit_step": index,
         "steps": [failed],
         "events": edit.events,
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1,
-        "_message": "structure: the scaffold's check failed",
+        "consecutive_errors": count_after(state, "errored"),
     }
+    return NodeResult(update, "structure: the scaffold's check failed")
 
 
 async def capture_site(
@@ -310,7 +312,7 @@ async def log_error_words(
 
 
 @node
-async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     context = runtime.context
     rules = profile_rules(context.profile)
     resources = get_resources()
@@ -343,12 +345,9 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         if patch.get("screenshot"):
             # The Screenshot-Judge grades it and decides whether the step errored.
             patch["errored"] = execution["install_error"] or execution["start_error"]
-            return {**update, "_message": "captured"}
+            update["consecutive_errors"] = count_after(state, "open")
+            return NodeResult(update, "captured")
         errored = True  # no screenshot: nothing to grade
     patch["errored"] = errored
-    consecutive = state.get("consecutive_errors", 0)
-    return {
-        **update,
-        "consecutive_errors": consecutive + 1 if errored else consecutive,
-        "_message": f"{execution['stage']}: {'ok' if not errored else (execution['error'] or '')[:80]}",
-    }
+    update["consecutive_errors"] = count_after(state, verdict_of(errored, final=False))  # a run page is graded next
+    return NodeResult(update, f"{execution['stage']}: {'ok' if not errored else (execution['error'] or '')[:80]}")

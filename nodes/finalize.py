@@ -14,16 +14,16 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.profiles import profile_rules
-from webgen_agent.core.state import AgentState, Event, Step
+from webgen_agent.core.state import AgentState, Event, RunStatus, Step
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
-from webgen_agent.nodes.common import Update, node, workspace_dir
+from webgen_agent.nodes.common import NodeResult, Update, node, workspace_dir
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.nodes.selection import best_step, code_steps, step_files
 
 
 @node
-async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     resources = get_resources()
     if state.get("run_id"):
         await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
@@ -37,7 +37,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
         reason = "last step"
     out_dir = Path(state["out_dir"])
     events: list[Event] = []
-    status = "finished"
+    status: RunStatus = "finished"
     if review_on(runtime.context, "finalize"):
         chosen, decision = await _reviewed_choice(state, chosen, out_dir)
         events.append(review_event("finalize", chosen["index"] if chosen else None, decision))
@@ -65,8 +65,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     }
     final = {**state, **update, "events": [*state.get("events", []), *update["events"]]}
     await asyncio.to_thread(write_run_outputs, out_dir, final, resources.store)
-    update["_message"] = f"chose step {update['chosen_step']}" if status == "finished" else status
-    return update
+    return NodeResult(update, f"chose step {update['chosen_step']}" if status == "finished" else status)
 
 
 async def _reviewed_choice(state: AgentState, chosen: Step | None, out_dir: Path) -> tuple[Step | None, ReviewDecision]:

@@ -21,7 +21,7 @@ from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
-from webgen_agent.nodes.common import Update, metered_apart, node, node_cost, usage_record
+from webgen_agent.nodes.common import NodeResult, Update, metered_apart, node, node_cost, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.resources import get_resources
@@ -67,7 +67,7 @@ def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
 
 
 @node
-async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     rules = profile_rules(runtime.context.profile)
     prompt_set = prompts_for(runtime.context.profile)
     files, note = await asyncio.to_thread(scaffold_start, runtime.context)  # reads and stores the files
@@ -86,14 +86,15 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
         instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
     try:
         if reviewed:
-            update = await reviewed_plan(state, runtime, conversation)
+            turn = await reviewed_plan(state, runtime, conversation)
         else:
-            update = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
+            turn = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
     except BaseException:
         if instruction is not None:
             instruction.cancel()
         raise
     written, meter = await instruction if instruction is not None else (None, None)
+    update = turn.update
     if written is not None:
         update["test_instruction"] = written[0]
         step = update["steps"][-1]
@@ -101,15 +102,14 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> Update
     if meter is not None and meter.by_role:  # what the instruction cost, failed or not
         step = update["steps"][-1]
         step["cost"] = {**step.get("cost", {}), "test_instruction": node_cost(meter, runtime.context)}
-    update.setdefault("consecutive_errors", state.get("consecutive_errors", 0))
     update["edit_step"] = None
     update["files"] = files  # the scaffold the workspace starts from, or nothing
     update["profile"] = rules.name
     update.update(await asyncio.to_thread(run_identity, state, runtime.context, run_id_of(state)))
-    return update
+    return turn
 
 
-async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conversation: list[ChatRef]) -> Update:
+async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conversation: list[ChatRef]) -> NodeResult:
     """plan: the first reply put to the reviewer before anything is written; asked again until approved.
 
     Every coder call is a kept task (``ask_coder(kept=True)``), so the node, run again from its
@@ -153,8 +153,8 @@ async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conve
                 await chat_ref("user", prompts.with_review_note(request[0]["content"], decision.note)),
             ]
     completion = completion.model_copy(update={"usage": spent})
-    update = await record_turn(
+    turn = await record_turn(
         state, runtime, node_name="generator", conversation=sent, parent=None, completion=completion
     )
-    update["events"] = events
-    return update
+    turn.update["events"] = events
+    return turn

@@ -12,10 +12,19 @@ import asyncio
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
+from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
-from webgen_agent.nodes.common import Update, current_step, edit_step, node, prepared_workspace, usage_record
+from webgen_agent.nodes.common import (
+    NodeResult,
+    Update,
+    current_step,
+    edit_step,
+    node,
+    prepared_workspace,
+    usage_record,
+)
 from webgen_agent.nodes.gui_testing import (
     UpstreamGuiResult,
     upstream_gui_result,
@@ -36,7 +45,7 @@ async def page_paths(step: Step) -> list[str]:
 
 
 @node
-async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     context = runtime.context
     resources = get_resources()
     step = current_step(state)
@@ -94,12 +103,10 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     if rules.gui_grade_on_signal_step:
         upstream = await upstream_gui_result(context, instruction, run)
-        update.update(
-            upstream_update(
-                state, step, target, upstream, await asyncio.to_thread(_run_record, instruction, run), usage
-            )
+        result = upstream_update(
+            state, step, target, upstream, await asyncio.to_thread(_run_record, instruction, run), usage
         )
-        return update
+        return NodeResult({**update, **result.update}, result.message)
     answer = await ask_structured(
         context.feedback,
         "feedback",
@@ -133,8 +140,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> Updat
             }
         )
     patches.append(own)
-    update.update(steps=patches, _message=f"GUI {'passed' if passed else 'failed'} {score}/5")
-    return update
+    update["steps"] = patches
+    return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")
 
 
 def _run_record(instruction: str, run: GuiRun) -> str:
@@ -150,7 +157,7 @@ def _run_record(instruction: str, run: GuiRun) -> str:
 
 def upstream_update(
     state: AgentState, step: Step, target: Step, result: UpstreamGuiResult, run_record: str, usage: Usage
-) -> Update:
+) -> NodeResult:
     """The upstream profile's record of a GUI test: the grade on the signal step (and its edit), errored
     when the test could not run or be summarised, or the edit's screenshot grade is 2 or less."""
     suggestions = [result.suggestions] if result.suggestions else []
@@ -177,8 +184,8 @@ def upstream_update(
         "tokens": {"gui_tester": usage_record(usage + result.usage)},
     }
     verdict = f"GUI error: {result.error[:80]}" if result.error else f"GUI {result.score}/5"
-    return {
+    update: Update = {
         "steps": [found, own] if step["index"] != target["index"] else [own],
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else 0,
-        "_message": verdict,
+        "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
     }
+    return NodeResult(update, verdict)

@@ -7,12 +7,12 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.nodes.coding import coder_turn
-from webgen_agent.nodes.common import Update, node
+from webgen_agent.nodes.common import NodeResult, node
 from webgen_agent.nodes.review import review_feedback, review_on
 
 
 @node
-async def refiner(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def refiner(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     feedback_hash = state.get("feedback")
     if not feedback_hash:
         raise RuntimeError("refiner reached without feedback from the critic or a backtrack")
@@ -20,9 +20,9 @@ async def refiner(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
     if review_on(runtime.context, "critique"):  # first thing: a resumed Refiner asks no model twice
         feedback_hash, events = await review_feedback(state, feedback_hash)
     conversation = [*state["messages"], ChatRef(role="user", hash=feedback_hash)]
-    update = await coder_turn(
+    turn = await coder_turn(
         state, runtime, node_name="refiner", conversation=conversation, parent=state.get("edit_step")
     )
     if events:
-        update["events"] = events
-    return update
+        turn.update["events"] = events
+    return turn

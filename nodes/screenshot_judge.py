@@ -13,11 +13,12 @@ import base64
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import Update, current_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, Update, current_step, node, store, usage_record
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import ask_structured
 
@@ -97,7 +98,7 @@ def judge_failure(*errors: str | None) -> str:
     return "; ".join(error for error in errors if error)
 
 
-async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     """Description (with any visible error) and a 0-5 grade, from the screenshot alone."""
     step = current_step(state)
     png = await store().aget(step["screenshot"] or "")  # the router sends only captured steps here
@@ -120,7 +121,7 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
         or not (visible_error or description or suggestions)  # nothing came back
         or score <= ERRORED_SCORE
     )
-    return {
+    update: Update = {
         "steps": [
             {
                 "index": step["index"],
@@ -135,13 +136,13 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
                 "tokens": {"screenshot_judge": usage_record(described.usage + graded.usage)},
             }
         ],
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else 0,
-        "_message": f"screenshot {score}/5",
+        "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
     }
+    return NodeResult(update, f"screenshot {score}/5")
 
 
 @node
-async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     if profile_rules(runtime.context.profile).screenshot_only_judge:
         return await upstream_judgement(state, runtime)
     step = current_step(state)
@@ -163,7 +164,7 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     else:
         score, description, suggestions = 0, f"The screenshot could not be graded: {answer.error}", []
     errored = score <= ERRORED_SCORE
-    return {
+    update: Update = {
         "steps": [
             {
                 "index": step["index"],
@@ -175,6 +176,6 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
                 "tokens": {"screenshot_judge": usage_record(answer.usage)},
             }
         ],
-        "consecutive_errors": state.get("consecutive_errors", 0) + 1 if errored else 0,
-        "_message": f"screenshot {score}/5",
+        "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
     }
+    return NodeResult(update, f"screenshot {score}/5")

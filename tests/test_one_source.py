@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Required, get_origin, get_type_hints
+from typing import Annotated, Required, get_args, get_origin, get_type_hints
 
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import Step, StepUpdate
+from webgen_agent.core.state import AgentState, Event, NodeUpdate, Step, StepUpdate
 from webgen_agent.graph.api import HOST_SETTINGS, RUN_SETTINGS
 from webgen_agent.graph.builder import NODES
 
@@ -21,6 +22,20 @@ def test_a_step_update_has_every_field_of_a_step_with_its_type():
     # A node sends the step's index and only what it learned.
     required = {k for k, v in get_type_hints(StepUpdate, include_extras=True).items() if get_origin(v) is Required}
     assert required == {"index"}
+
+
+def _unannotated(hint: object) -> object:
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def test_a_node_update_has_every_field_of_the_state_with_its_type():
+    state = {name: _unannotated(hint) for name, hint in get_type_hints(AgentState, include_extras=True).items()}
+    update = get_type_hints(NodeUpdate)
+    assert set(update) == set(state)
+    # The merged fields take partial step records and new events (their reducers' inputs).
+    assert update.pop("steps") == Sequence[Step | StepUpdate] and state.pop("steps") == list[Step]
+    assert update.pop("events") == state.pop("events") == list[Event]
+    assert update == state
 
 
 def test_run_settings_are_every_context_field_but_the_hosts():
