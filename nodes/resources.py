@@ -42,8 +42,15 @@ class Resources:
     """One blob store, one Chromium, one SiteRunner per workspace, one process registry."""
 
     def __init__(
-        self, db_path: str | Path | Database, *, chromium: str = "", deps_cache_dir: Path | None = None
+        self,
+        db_path: str | Path | Database,
+        *,
+        chromium: str = "",
+        deps_cache_dir: Path | None = None,
+        browser: SharedBrowser | None = None,
     ) -> None:
+        """``browser``: a started Chromium its owner keeps (the test suite shares one); else one is
+        launched on first use and closed by ``close``."""
         self.database = Database.of(db_path)
         self.store = BlobStore(self.database)
         self.chromium = chromium
@@ -51,7 +58,8 @@ class Resources:
         self.registry.register_atexit()
         # Installs are shared by dependency manifest across runs and workspaces (WEBGEN_DEPS_CACHE).
         self.deps_cache_dir = deps_cache_dir or deps_cache_for(self.database)
-        self._browser: SharedBrowser | None = None
+        self._browser: SharedBrowser | None = browser
+        self._owns_browser = browser is None
         self._browser_lock = asyncio.Lock()
         self._warming: asyncio.Task[SharedBrowser] | None = None
         self._sites: dict[Path, SiteRunner] = {}
@@ -144,9 +152,9 @@ class Resources:
             await self.stop_site(workspace)
         if self._warming is not None:
             await asyncio.wait({self._warming})  # a launch in flight would leave a browser behind
-        if self._browser is not None:
+        if self._browser is not None and self._owns_browser:
             await self._browser.close()
-            self._browser = None
+        self._browser = None
         await asyncio.to_thread(self.registry.kill_all)
         await asyncio.to_thread(self.store.close)
 

@@ -135,6 +135,27 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
 # ---- end of execution fixtures -----------------------------------------------------------------
 
 
+# ---- one node at a time (tests/node_harness.py) ------------------------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def node_harness(tmp_path: Path):
+    """A node run without the graph: fresh store and workspace, scripted models, no browser."""
+    from tests.node_harness import NodeHarness
+
+    async with NodeHarness.open(tmp_path) as harness:
+        yield harness
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def browser_node_harness(tmp_path: Path, shared_browser):
+    """``node_harness`` with the session's Chromium (for e2e tests: captures, GUI agents)."""
+    from tests.node_harness import NodeHarness
+
+    async with NodeHarness.open(tmp_path, browser=shared_browser) as harness:
+        yield harness
+
+
 # ---- whole-run fixtures ------------------------------------------------------------------------
 # One uninterrupted run of the built-in demo, shared by the tests that compare against it.
 

@@ -1,0 +1,66 @@
+"""The Executor on its own (tests/node_harness.py): the coder's files written, the site run and captured."""
+
+from __future__ import annotations
+
+import pytest
+
+from webgen_agent.nodes.executor import executor
+
+PAGE = "<!doctype html><html><head><title>Notes</title></head><body><h1>My notes</h1><p>Buy milk</p></body></html>"
+
+
+def reply(*files: tuple[str, str], shell: str = "") -> str:
+    actions = "".join(f'<boltAction type="file" filePath="{path}">{text}</boltAction>\n' for path, text in files)
+    if shell:
+        actions += f'<boltAction type="shell">{shell}</boltAction>\n'
+    return f'<boltArtifact id="a" title="a">\n{actions}</boltArtifact>'
+
+
+def edit_state(harness, text: str, **fields):
+    step = harness.step(0, completion=harness.store.put_text(text))
+    return harness.state(steps=[step], current=0, **fields)
+
+
+async def test_the_edit_is_written_refusals_reported_and_a_site_with_nothing_to_run_errors(node_harness):
+    text = reply(("notes.txt", "a note"), ("../escape.txt", "out"), shell="touch ran.txt")
+    run = await node_harness.run(executor, edit_state(node_harness, text, consecutive_errors=1))
+    (patch,) = run.update["steps"]
+    workspace = node_harness.workspace
+    assert (workspace / "notes.txt").read_text() == "a note"
+    assert not (node_harness.out_dir / "escape.txt").exists() and not (workspace / "ran.txt").exists()
+    problems = "\n".join(patch["problems"])
+    assert "../escape.txt" in problems and "Shell action not run" in problems
+    assert set(node_harness.store.manifest(patch["files"])) == {"notes.txt"} and patch["changed"] == ["notes.txt"]
+    assert run.update["files"] == patch["files"] and run.update["edit_step"] == 0
+    execution = patch["execution"]
+    assert not execution["ok"] and execution["stage"] == "start" and "nothing to run" in execution["error"]
+    assert patch["errored"] and run.update["consecutive_errors"] == 2
+    assert "screenshot" not in patch
+    assert run.message.startswith("start: The project has no package.json or index.html")
+
+
+async def test_the_next_edit_is_written_over_its_parents_files(node_harness):
+    first = await node_harness.run(executor, edit_state(node_harness, reply(("a.txt", "1"), ("b.txt", "1"))))
+    files = first.update["files"]
+    second = node_harness.step(1, completion=node_harness.store.put_text(reply(("b.txt", "2"))), parent=0)
+    state = {**first.state, "steps": [*first.state["steps"], second], "current": 1}
+    run = await node_harness.run(executor, state)
+    (patch,) = run.update["steps"]
+    assert patch["base_files"] == files and patch["changed"] == ["b.txt"]
+    assert node_harness.store.get_text(node_harness.store.manifest(patch["files"])["a.txt"]) == "1"
+
+
+@pytest.mark.e2e
+async def test_a_static_site_is_served_and_captured(browser_node_harness):
+    harness = browser_node_harness
+    run = await harness.run(executor, edit_state(harness, reply(("index.html", PAGE)), consecutive_errors=3))
+    (patch,) = run.update["steps"]
+    execution = patch["execution"]
+    assert execution["ok"] and execution["stage"] == "ok" and execution["url"], execution["error"]
+    assert not patch["errored"]
+    assert run.update["consecutive_errors"] == 3  # the screenshot judge settles the step
+    page = harness.store.get_json(patch["page"])
+    assert page["title"] == "Notes" and "Buy milk" in page["visible_text"] and not page["page_errors"]
+    assert harness.store.get(patch["screenshot"]).startswith(b"\x89PNG")
+    assert patch["page_count"] == 1
+    assert run.message == "ok: ok"
