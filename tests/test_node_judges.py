@@ -60,24 +60,19 @@ async def test_a_judge_that_never_answers_validly_gives_0_and_says_why(node_harn
     assert run.update["consecutive_errors"] == 1
 
 
-async def test_the_upstream_judge_reads_a_visible_error_off_the_screenshot(node_harness):
+@pytest.mark.parametrize(("error", "errored", "count"), [("404 Not Found", True, 3), ("", False, 0)])
+async def test_the_upstream_judge_reads_a_visible_error_off_the_screenshot(node_harness, error, errored, count):
+    reading = {"is_error": bool(error), "error_message": error, "screenshot_description": "A list.", "suggestions": ""}
     rules = [
-        {
-            "model": "scripted-vlm",
-            "schema": "ScreenshotDescription",
-            "json": {
-                "is_error": True,
-                "error_message": "404 Not Found",
-                "screenshot_description": "",
-                "suggestions": "",
-            },
-        },
-        {"model": "scripted-vlm", "schema": "ScreenshotGrade", "json": {"analysis": "An error page.", "grade": 4}},
+        {"model": "scripted-vlm", "schema": "ScreenshotDescription", "json": reading},
+        {"model": "scripted-vlm", "schema": "ScreenshotGrade", "json": {"analysis": "Fine.", "grade": 4}},
     ]
-    run = await node_harness.run(screenshot_judge, captured_state(node_harness), rules=rules, profile="upstream")
+    state = captured_state(node_harness, consecutive_errors=2)
+    run = await node_harness.run(screenshot_judge, state, rules=rules, profile="upstream")
     (patch,) = run.update["steps"]
-    assert patch["visible_error"] == "404 Not Found" and patch["screenshot_score"] == 4
-    assert patch["errored"]  # a visible error errs the step whatever its grade
+    assert patch["visible_error"] == error and patch["screenshot_score"] == 4
+    assert patch["errored"] is errored  # a visible error errs the step whatever its grade
+    assert run.update["consecutive_errors"] == count
     assert len(run.requests) == 2 and all("My notes" not in r.last_user_text for r in run.requests)
 
 
