@@ -123,18 +123,48 @@ def npm_registry() -> str:
     return os.environ.get("npm_config_registry") or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY
 
 
-async def registry_problem() -> str | None:
+# How long an answer of the registry check stands: an install the dependency cache cannot serve
+# asks again only after this (a reachable registry rarely goes away; an unreachable one is asked
+# sooner again, as the network may come back).
+REGISTRY_REACHABLE_TTL_S = 300.0
+REGISTRY_UNREACHABLE_TTL_S = 15.0
+
+
+@dataclasses.dataclass
+class _RegistryCheck:
+    """The last answer of ``registry_problem`` for one registry, and when it was asked."""
+
+    asked_at: float
+    problem: str | None
+
+    def fresh(self, now: float) -> bool:
+        ttl = REGISTRY_REACHABLE_TTL_S if self.problem is None else REGISTRY_UNREACHABLE_TTL_S
+        return now - self.asked_at < ttl
+
+
+_REGISTRY_CHECKS: dict[str, _RegistryCheck] = {}  # by registry URL: the process asks each one rarely
+
+
+async def registry_problem(*, fresh: bool = False) -> str | None:
     """Why npm's registry cannot be reached from here; None when it answers (any HTTP status).
 
     Asked before an install the dependency cache cannot serve: npm itself would wait out its
-    retries (minutes) before failing, and the retries with looser flags would wait again.
+    retries (minutes) before failing, and the retries with looser flags would wait again. The
+    answer is kept per registry for a while (``REGISTRY_*_TTL_S``), so that installs do not each
+    pay a request; ``fresh`` asks now whatever is kept (``webgen-agent doctor``).
     """
+    registry = npm_registry()
+    kept = _REGISTRY_CHECKS.get(registry)
+    if kept is not None and not fresh and kept.fresh(time.monotonic()):
+        return kept.problem
+    problem = None
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=_REGISTRY_CONNECT_TIMEOUT_S)) as client:
-            await client.get(npm_registry())
+            await client.get(registry)
     except httpx.HTTPError as error:
-        return connection_problem(error)
-    return None
+        problem = connection_problem(error)
+    _REGISTRY_CHECKS[registry] = _RegistryCheck(time.monotonic(), problem)
+    return problem
 
 
 def registry_unreachable(error: str | None) -> bool:
