@@ -312,7 +312,7 @@ def _limits_check(context: AgentContext) -> Check:
 
 async def registry_check() -> Check:
     """The npm registry reachable (installs the dependency cache cannot serve need it); a warning, not a failure."""
-    problem = await registry_problem()
+    problem = await registry_problem(fresh=True)
     if problem is not None:
         return Check(
             name="npm registry",

@@ -60,13 +60,14 @@ async def warm_npm_cache(workspace: Path) -> None:
 
 
 async def _load(page: Page, url: str) -> None:
-    """Navigate to ``url``; a navigation Vite's own reload (HMR) aborted mid-way is made again."""
+    """Navigate to ``url``; a navigation Vite's own reload (HMR) aborted or overtook mid-way is made again."""
     for attempt in range(3):
         try:
             await page.goto(url)
             return
         except PlaywrightError as exc:
-            if "ERR_ABORTED" not in str(exc) or attempt == 2:
+            overtaken = "ERR_ABORTED" in str(exc) or "interrupted by another navigation" in str(exc)
+            if not overtaken or attempt == 2:
                 raise
 
 

@@ -1,8 +1,9 @@
-"""Helpers for tests that drive the CLI as a real process and watch its checkpoints and processes."""
+"""Helpers for tests that drive the CLI as a real process and watch its checkpoints and processes, and a bare DevTools client."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -12,9 +13,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psutil
+from websockets.asyncio.client import ClientConnection
 
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import iter_project_files
@@ -132,3 +134,50 @@ def _pgid(pid: int) -> int | None:
 
 def site_files(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in iter_project_files(folder)}
+
+
+class CdpClient:
+    """A bare DevTools client on an open websocket (the agent's relay, a scoped endpoint): commands
+    with their answers, flat sessions for pages it opens, and every message it was sent, in order."""
+
+    def __init__(self, connection: ClientConnection, *, timeout_s: float = 20.0) -> None:
+        self.connection = connection
+        self.timeout_s = timeout_s
+        self.received: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+
+    async def command(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        """Send one command (to a page's ``session`` when given) and return its answer."""
+        request_id = next(self._ids)
+        message: dict[str, Any] = {"id": request_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        await self.connection.send(json.dumps(message))
+        while True:
+            answer = json.loads(await asyncio.wait_for(self.connection.recv(), self.timeout_s))
+            self.received.append(answer)
+            if answer.get("id") == request_id:
+                return answer
+
+    async def open_page(self, url: str, *, settle_s: float = 0.5) -> str:
+        """A new page at ``url``, attached flat: its session id (after ``settle_s`` for the load)."""
+        target = (await self.command("Target.createTarget", {"url": url}))["result"]["targetId"]
+        attached = await self.command("Target.attachToTarget", {"targetId": target, "flatten": True})
+        await asyncio.sleep(settle_s)
+        return str(attached["result"]["sessionId"])
+
+    async def evaluate(self, session: str, expression: str) -> Any:
+        """The value of ``expression`` in the page of ``session`` (promises awaited)."""
+        answer = await self.command("Runtime.evaluate", {"expression": expression, "awaitPromise": True}, session)
+        return answer["result"]["result"].get("value")
+
+    async def drain(self, seconds: float) -> None:
+        """Keep what arrives for ``seconds`` (events) in ``received``."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                self.received.append(json.loads(await asyncio.wait_for(self.connection.recv(), left)))
+            except TimeoutError:
+                return

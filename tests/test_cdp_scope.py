@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import http.server
-import itertools
 import json
 import threading
 import time
@@ -15,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
+from tests.helpers import CdpClient
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import connect_browser, scoped_cdp_endpoint
@@ -70,32 +70,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     httpd.server_close()
 
 
-class Client:
-    """A bare DevTools client: commands with answers, and every message it was sent, in order."""
-
-    def __init__(self, connection: ClientConnection) -> None:
-        self.connection = connection
-        self.received: list[dict[str, Any]] = []
-        self._ids = itertools.count(1)
-
-    async def command(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        request_id = next(self._ids)
-        await self.connection.send(json.dumps({"id": request_id, "method": method, "params": params or {}}))
-        while True:
-            message = json.loads(await asyncio.wait_for(self.connection.recv(), 10))
-            self.received.append(message)
-            if message.get("id") == request_id:
-                return message
-
-    async def drain(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                self.received.append(json.loads(await asyncio.wait_for(self.connection.recv(), left)))
-            except TimeoutError:
-                return
-
-
 async def page_urls(browser: SharedBrowser) -> list[str]:
     """Every page of the browser, whatever context it is in (asked over the agent's own socket)."""
     async with connect_browser(browser.ws_url, 10) as connection:
@@ -119,7 +93,7 @@ async def test_a_client_sees_and_creates_only_pages_of_its_own_context(
 ) -> None:
     async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint:
         async with connect(endpoint.url, max_size=None) as connection:
-            client = Client(connection)
+            client = CdpClient(connection)
             assert (await client.command("Target.getTargets"))["result"]["targetInfos"] == []
 
             created = await client.command("Target.createTarget", {"url": site + "/todo.html"})
@@ -273,27 +247,12 @@ async def test_a_confined_context_reaches_only_its_site_and_web_pages_cannot_con
             async with connect(endpoint.url, origin="http://127.0.0.1:1"):  # type: ignore[arg-type]
                 pass
         async with connect(endpoint.url, max_size=None) as connection:
-            ids = itertools.count(1)
-
-            async def command(method: str, params: dict[str, Any], session: str | None = None) -> dict[str, Any]:
-                request_id = next(ids)
-                message: dict[str, Any] = {"id": request_id, "method": method, "params": params}
-                if session:
-                    message["sessionId"] = session
-                await connection.send(json.dumps(message))
-                while True:
-                    answer = json.loads(await asyncio.wait_for(connection.recv(), 20))
-                    if answer.get("id") == request_id:
-                        return answer
-
-            target = (await command("Target.createTarget", {"url": site + "/todo.html"}))["result"]["targetId"]
-            attached = await command("Target.attachToTarget", {"targetId": target, "flatten": True})
-            session = attached["result"]["sessionId"]
+            client = CdpClient(connection)
+            session = await client.open_page(site + "/todo.html", settle_s=0)
 
             async def fetch(url: str) -> str:
                 expression = f"fetch({url!r}, {{mode: 'no-cors'}}).then(() => 'ok', () => 'blocked')"
-                answer = await command("Runtime.evaluate", {"expression": expression, "awaitPromise": True}, session)
-                return str(answer["result"]["result"]["value"])
+                return str(await client.evaluate(session, expression))
 
             await asyncio.sleep(0.5)
             assert await fetch(site + "/todo.html") == "ok"

@@ -24,6 +24,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from tests.helpers import CdpClient
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.process import run_command
@@ -137,26 +138,13 @@ async def test_no_context_downloads_whatever_a_client_asks(shared_browser: Share
     downloads.mkdir()
     downloads.chmod(0o777)  # writable by the browser's user, were downloads allowed
     page = '<a id="d" href="data:application/octet-stream,planted-file-canary" download="planted.pth">x</a>'
-    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint, connect(endpoint.url, max_size=None) as client:
-        ids = iter(range(1, 100))
-
-        async def command(method: str, params: dict, session: str | None = None) -> dict:
-            request_id = next(ids)
-            message: dict = {"id": request_id, "method": method, "params": params}
-            if session:
-                message["sessionId"] = session
-            await client.send(json.dumps(message))
-            while True:
-                answer = json.loads(await asyncio.wait_for(client.recv(), 20))
-                if answer.get("id") == request_id:
-                    return answer
-
-        await command("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-        target = (await command("Target.createTarget", {"url": "data:text/html," + page}))["result"]["targetId"]
-        session = (await command("Target.attachToTarget", {"targetId": target, "flatten": True}))["result"]["sessionId"]
-        await command("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}, session)
+    async with scoped_cdp_endpoint(shared_browser.ws_url) as endpoint, connect(endpoint.url, max_size=None) as socket:
+        client = CdpClient(socket)
+        await client.command("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        session = await client.open_page("data:text/html," + page, settle_s=0)
+        await client.command("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)}, session)
         await asyncio.sleep(0.5)
-        await command("Runtime.evaluate", {"expression": "document.getElementById('d').click()"}, session)
+        await client.evaluate(session, "document.getElementById('d').click()")
         await asyncio.sleep(3)
     assert list(downloads.iterdir()) == []
 

@@ -18,8 +18,6 @@ import asyncio
 import contextlib
 import http.server
 import ipaddress
-import itertools
-import json
 import socket
 import threading
 import time
@@ -31,6 +29,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
+from tests.helpers import CdpClient
 from webgen_agent.tools import page_proxy
 from webgen_agent.tools.browser import CHROMIUM_FLAGS, SharedBrowser
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
@@ -308,26 +307,11 @@ async def test_public_subresources_load_unless_pages_are_offline(
 async def _page_in_scope(endpoint_url: str, url: str) -> AsyncIterator[Callable[[str], Awaitable[str]]]:
     """An ``evaluate(js)`` for a page of ``url`` in the scoped endpoint's context."""
     async with connect(endpoint_url, max_size=None) as connection:
-        ids = itertools.count(1)
-
-        async def command(method: str, params: dict[str, Any], session: str | None = None) -> dict[str, Any]:
-            request_id = next(ids)
-            message: dict[str, Any] = {"id": request_id, "method": method, "params": params}
-            if session:
-                message["sessionId"] = session
-            await connection.send(json.dumps(message))
-            while True:
-                answer = json.loads(await asyncio.wait_for(connection.recv(), 20))
-                if answer.get("id") == request_id:
-                    return answer
-
-        target = (await command("Target.createTarget", {"url": url}))["result"]["targetId"]
-        session = (await command("Target.attachToTarget", {"targetId": target, "flatten": True}))["result"]["sessionId"]
-        await asyncio.sleep(0.5)
+        client = CdpClient(connection)
+        session = await client.open_page(url)
 
         async def evaluate(expression: str) -> str:
-            answer = await command("Runtime.evaluate", {"expression": expression, "awaitPromise": True}, session)
-            return str(answer["result"]["result"].get("value"))
+            return str(await client.evaluate(session, expression))
 
         yield evaluate
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ from webgen_agent.tools.netns import (
     registry_hosts,
     shared_network_warning,
 )
-from webgen_agent.tools.netns_bridge import PROXY_SOCKET
+from webgen_agent.tools.netns_bridge import PROXY_SOCKET, hand_over_listener
 
 
 @pytest.mark.parametrize(
@@ -67,9 +68,16 @@ def test_proxy_requests_are_parsed_to_a_host_and_what_to_send():
 async def test_the_proxy_answers_a_refused_tunnel_with_403_and_why(tmp_path):
     gate = NetworkGate(NetworkPolicy(allow_hosts=(DEFAULT_REGISTRY_HOST,)))
     try:
+        # What the bridge does inside: a listening socket, handed to the agent's proxy, which accepts on it.
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(8)
+            await asyncio.to_thread(hand_over_listener, str(gate.folder), listener)
+            port = listener.getsockname()[1]
+        assert not (gate.folder / PROXY_SOCKET).exists()  # one listener taken, the door closed
         answers = []
         for request in (b"CONNECT 169.254.169.254:80 HTTP/1.1\r\n\r\n", b"GET http://127.0.0.1:9/ HTTP/1.1\r\n\r\n"):
-            reader, writer = await asyncio.open_unix_connection(str(gate.folder / PROXY_SOCKET))
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(request)
             answers.append((await asyncio.wait_for(reader.read(), 10)).decode())
             writer.close()
@@ -77,6 +85,27 @@ async def test_the_proxy_answers_a_refused_tunnel_with_403_and_why(tmp_path):
     finally:
         gate.close()
     assert not gate.folder.exists()
+
+
+def test_the_proxys_door_takes_only_a_listening_tcp_socket(tmp_path):
+    # What a process that took the bridge's place could hand over instead: a file, a unix socket,
+    # a connection. The agent closes each unused and keeps waiting for a listener.
+    gate = NetworkGate(NetworkPolicy(allow_hosts=(DEFAULT_REGISTRY_HOST,)))
+    with socket.socket() as listener, open(tmp_path / "file", "w+b") as a_file:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        unix_pair = socket.socketpair()
+        connection = socket.create_connection(listener.getsockname())
+        try:
+            for wrong in (a_file, unix_pair[0], connection):
+                with pytest.raises(OSError, match="did not take"):
+                    hand_over_listener(str(gate.folder), wrong)  # type: ignore[arg-type]
+            assert (gate.folder / PROXY_SOCKET).exists()
+        finally:
+            gate.close()
+            connection.close()
+            for end in unix_pair:
+                end.close()
 
 
 def test_npm_registries_are_read_outside_any_workspace():
@@ -167,3 +196,35 @@ def test_a_registry_on_this_machine_opens_its_one_port_through_the_proxy() -> No
     policy = NetworkPolicy(allow_hosts=("registry.npmjs.org", entry))
     env = proxy_env(policy, NetworkGate.__new__(NetworkGate))  # npm must reach 127.0.0.1 through the proxy
     assert "127.0.0.1" not in env["npm_config_noproxy"].split(",") and "localhost" in env["npm_config_noproxy"]
+
+
+async def test_the_site_door_relays_only_to_a_loopback_tcp_connection_handed_over(tmp_path):
+    # A process that took the bridge's place on site.sock hands the agent one end of a unix socket
+    # pair instead of a connection inside: the agent must not send a client's bytes there.
+    gate = NetworkGate(NetworkPolicy(forward=True))
+    impostor_end, kept_end = socket.socketpair()
+    site_door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    site_door.bind(str(gate.folder / "site.sock"))
+    site_door.listen(4)
+
+    def impostor() -> None:
+        request, _ = site_door.accept()
+        with request:
+            request.recv(16)
+            socket.send_fds(request, [b"1"], [impostor_end.fileno()])
+
+    try:
+        serving = asyncio.create_task(asyncio.to_thread(impostor))
+        reader, writer = await asyncio.open_connection("127.0.0.1", gate.forward(5173))
+        writer.write(b"GET /secret-request HTTP/1.1\r\n\r\n")
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed at once, nothing relayed
+        writer.close()
+        await serving
+        kept_end.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            kept_end.recv(100)  # nothing arrived at the impostor's end
+    finally:
+        gate.close()
+        site_door.close()
+        impostor_end.close()
+        kept_end.close()

@@ -235,6 +235,40 @@ async def test_failed_install_reports_npm_error(tmp_path: Path, runners) -> None
     assert not (ws / ".webgen-deps").exists()
 
 
+async def test_the_registry_is_asked_once_for_many_installs_then_again_when_the_answer_is_old(monkeypatch) -> None:
+    import http.server
+    import threading
+
+    asked: list[str] = []
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{server.server_address[1]}/")
+        assert [await deps_module.registry_problem() for _ in range(3)] == [None, None, None]
+        assert len(asked) == 1  # three uncached installs, one request
+        await deps_module.registry_problem(fresh=True)  # the doctor asks now
+        assert len(asked) == 2
+        monkeypatch.setattr(deps_module, "REGISTRY_REACHABLE_TTL_S", 0.0)
+        await deps_module.registry_problem()
+        assert len(asked) == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+    monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{server.server_address[1]}/")
+    problem = await deps_module.registry_problem()  # gone: a fresh answer, kept only briefly
+    assert problem is not None and deps_module._REGISTRY_CHECKS[deps_module.npm_registry()].problem == problem
+
+
 @pytest.mark.e2e
 async def test_script_that_exits_at_once(tmp_path: Path, runners) -> None:
     ws = tmp_path / "exits"

@@ -8,20 +8,25 @@ server listening on 0.0.0.0 listens inside only.
 Two doors, both unix sockets in a private folder (``NetworkGate``) bound into the sandbox and both
 served by the agent, so the agent decides what crosses:
 
-- **the site**: the agent listens on host 127.0.0.1:<free port> per port it wants to reach inside and
-  relays each connection through ``site.sock`` to that port in the namespace (``forward``). The
+- **the site**: the agent listens on host 127.0.0.1:<free port> per port it wants to reach inside;
+  for each connection it asks the bridge at ``site.sock`` for a connection to that port in the
+  namespace, gets the connected socket itself (``SCM_RIGHTS``) and relays to it (``forward``). The
   site's URL is the agent-side address, so Chromium, captures, GUI tests and HMR websockets work
   unchanged, and only what listens inside the sandbox can answer there.
-- **the registry**: an HTTP proxy (CONNECT, and plain http) at ``proxy.sock`` that lets through only
-  the hosts of npm's configured registries and the ``--allow-host`` hosts, and refuses everything
-  else. npm and shell actions get ``https-proxy``/``proxy`` pointing at a loopback port inside,
-  bridged to it. Dev servers and builds get no proxy.
+- **the registry**: an HTTP proxy (CONNECT, and plain http) that lets through only the hosts of
+  npm's configured registries and the ``--allow-host`` hosts, and refuses everything else. npm and
+  shell actions get ``https-proxy``/``proxy`` pointing at a loopback port inside; the bridge makes
+  that listening socket and hands it to the agent over ``proxy.sock`` before the command starts,
+  and the agent accepts on it. Dev servers and builds get no proxy.
+
+The bridge (``tools.netns_bridge``) carries no bytes: each byte crosses the agent's relay only.
 
 Chosen over pasta/slirp4netns: they give the namespace a route to the whole network (they cannot
 restrict destinations), and their port forwarding would still need the agent to check listeners.
-The proxy is hand-written (asyncio, ~100 lines) because it must decide on the host before any byte
-leaves, listen on a unix socket, and live inside the agent; proxy servers on PyPI are whole
-applications with their own process and configuration.
+The proxy is hand-written (asyncio, with ``tools.egress``, which the page proxy shares) because it
+must decide on the host before any byte leaves, accept on a socket handed over from another
+network namespace, and live inside the agent; proxy servers on PyPI are whole applications with
+their own process and configuration.
 """
 
 from __future__ import annotations
@@ -29,10 +34,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import ipaddress
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -47,7 +52,32 @@ from urllib.parse import urlsplit, urlunsplit
 
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.tools import netns_bridge
-from webgen_agent.tools.netns_bridge import BUFFER, PROXY_SOCKET, SITE_SOCKET, relay
+from webgen_agent.tools.egress import (
+    BUFFER,
+    ProxyRequest,
+    Streams,
+    connect,
+    http_answer,
+    literal_address,
+    local_host,
+    normal_host,
+    parse_request,
+    public_address,
+    relay,
+    resolve,
+)
+from webgen_agent.tools.netns_bridge import PROXY_SOCKET, SITE_SOCKET
+
+__all__ = [
+    "INNER_FOLDER",
+    "INNER_PROXY_PORT",
+    "NetworkGate",
+    "NetworkPolicy",
+    "ProxyRequest",
+    "normal_host",
+    "parse_request",
+    "refusal",
+]
 
 INNER_FOLDER = "/tmp/.webgen-net"  # where the gate's folder is bound inside (on the sandbox's private /tmp)
 INNER_PROXY_PORT = 47819  # the proxy's port on the sandbox's own loopback
@@ -153,21 +183,10 @@ def _registry_entry(url: str) -> str | None:
     host = parts.hostname
     if not host:
         return None
-    if not _is_local(host):
+    if not local_host(host):
         return host.lower()
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{normal_host(host)}:{port}"
-
-
-def _is_local(host: str) -> bool:
-    name = normal_host(host)
-    if name == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        return False
-    return address.is_private or address.is_loopback or address.is_link_local
 
 
 def bridge_command(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]:
@@ -215,11 +234,6 @@ def proxy_env(policy: NetworkPolicy, gate: NetworkGate | None) -> dict[str, str]
 # -- the proxy's rule --------------------------------------------------------------------------------
 
 
-def normal_host(host: str) -> str:
-    """A host name as the allow-list compares it: lower case, no brackets, no trailing dot."""
-    return host.strip().strip("[]").rstrip(".").lower()
-
-
 def refusal(host: str, allowed: Iterable[str], port: int | None = None) -> str | None:
     """Why the proxy refuses ``host`` (and ``port``) (a line for the model), or None when it is allowed.
 
@@ -230,42 +244,12 @@ def refusal(host: str, allowed: Iterable[str], port: int | None = None) -> str |
     if name in allow or (port is not None and f"{name}:{port}" in allow):
         return None
     shown = ", ".join(sorted(allow)) or "no host"
-    try:
-        address = ipaddress.ip_address(name)
-    except ValueError:
-        kind = "host"
-    else:
-        local = address.is_private or address.is_loopback or address.is_link_local or address.is_unspecified
-        kind = "local address" if local else "address"
+    address = literal_address(name)
+    kind = "host" if address is None else "address" if public_address(address) else "local address"
     return (
         f"The sandbox's proxy refused the {kind} {name}: generated code may reach only {shown} "
         f"(the user can add hosts with --allow-host)."
     )
-
-
-@dataclass(frozen=True)
-class ProxyRequest:
-    """The first request on a proxy connection: where to, and what to send there first (None: a tunnel)."""
-
-    host: str
-    port: int
-    head: bytes | None
-
-
-def parse_request(head: bytes) -> ProxyRequest:
-    """``CONNECT host:port`` or an absolute ``http://`` request; ValueError for anything else."""
-    line, _, rest = head.partition(b"\r\n")
-    method, target, version = line.decode("latin-1").split(" ")
-    if method == "CONNECT":
-        host, _, port = target.rpartition(":")
-        return ProxyRequest(normal_host(host), int(port), None)
-    url = urlsplit(target)
-    if url.scheme != "http" or not url.hostname:
-        raise ValueError(f"not a proxy request: {target[:80]}")
-    # The origin form the server expects; Proxy-* headers are the proxy's own.
-    path = urlunsplit(("", "", url.path or "/", url.query, ""))
-    headers = [h for h in rest.split(b"\r\n") if not h.lower().startswith(b"proxy-")]
-    return ProxyRequest(url.hostname, url.port or 80, b"\r\n".join([f"{method} {path} {version}".encode(), *headers]))
 
 
 # -- the gate ------------------------------------------------------------------------------------
@@ -288,7 +272,7 @@ class NetworkGate:
         self._thread = threading.Thread(target=self._loop.run_forever, name="webgen-netns", daemon=True)
         self._thread.start()
         if policy.allow_hosts:
-            self._call(self._serve_proxy())
+            self._call(self._open_proxy_door())
 
     @classmethod
     def open(cls, policy: NetworkPolicy) -> NetworkGate | None:
@@ -351,53 +335,92 @@ class NetworkGate:
                 task.cancel()
             await asyncio.wait(connections, timeout=1.0)  # each closes its sockets as it ends
 
+    # -- the site: connections made inside, handed to the agent ---------------------------------
+
     async def _serve_port(self, port: int) -> int:
         async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             try:
-                inner = await self._open_site()
-            except OSError:
+                inner = await asyncio.wait_for(self._open_site(port), _TIMEOUT_S)
+            except (OSError, TimeoutError):
+                inner = None
+            if inner is None:
                 writer.close()
                 return
-            inner[1].write(f"{port}\n".encode())
             await relay((reader, writer), inner)
 
         server = await asyncio.start_server(self._connection(client), "127.0.0.1", 0, limit=BUFFER)
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
-    async def _open_site(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open_site(self, port: int) -> Streams | None:
+        """A connection to ``port`` inside the namespace, made there by the bridge and handed over;
+        None when nothing listens there (or what answered on ``site.sock`` handed over no such socket)."""
+        loop = asyncio.get_running_loop()
         # The folder is writable inside: generated code could put a symlink to some host socket
         # (docker's, say) in place of site.sock. Open the name without following links, check that
         # it is a socket, and connect through the descriptor.
         fd = os.open(self.folder / SITE_SOCKET, os.O_PATH | os.O_NOFOLLOW)
-        try:
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                raise OSError(f"{SITE_SOCKET} is not a socket")
-            return await asyncio.open_unix_connection(f"/proc/self/fd/{fd}", limit=BUFFER)
-        finally:
-            os.close(fd)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as door:
+            door.setblocking(False)
+            try:
+                if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    raise OSError(f"{SITE_SOCKET} is not a socket")
+                await loop.sock_connect(door, f"/proc/self/fd/{fd}")
+            finally:
+                os.close(fd)
+            await loop.sock_sendall(door, f"{port}\n".encode())
+            inner = await _received_socket(door, listening=False)
+        if inner is None:
+            return None
+        return await asyncio.open_connection(sock=inner, limit=BUFFER)
 
-    async def _serve_proxy(self) -> None:
-        path = self.folder / PROXY_SOCKET
-        self._servers.append(await asyncio.start_unix_server(self._connection(self._proxy_client), path=str(path)))
+    # -- the registry: the proxy, accepting on the listener made inside -------------------------
+
+    async def _open_proxy_door(self) -> None:
+        """Listen on ``proxy.sock`` for the one listening socket the bridge hands over."""
+        door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        door.bind(str(self.folder / PROXY_SOCKET))
+        door.listen(4)
+        door.setblocking(False)
+        task = asyncio.get_running_loop().create_task(self._take_listener(door))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _take_listener(self, door: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                handed, _ = await loop.sock_accept(door)
+                with handed:
+                    handed.setblocking(False)
+                    with contextlib.suppress(OSError, TimeoutError):
+                        listener = await asyncio.wait_for(_received_socket(handed, listening=True), _TIMEOUT_S)
+                        if listener is None:
+                            continue
+                        server = await asyncio.start_server(
+                            self._connection(self._proxy_client), sock=listener, limit=BUFFER
+                        )
+                        self._servers.append(server)
+                        _close_door(door, self.folder / PROXY_SOCKET)  # one listener per sandbox
+                        await loop.sock_sendall(handed, b"1")
+                        return
+        finally:
+            _close_door(door, self.folder / PROXY_SOCKET)
 
     async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _TIMEOUT_S)
             request = parse_request(head[:-4])
         except (TimeoutError, OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            await _answer(writer, 400, "The sandbox's proxy takes only CONNECT and absolute http:// requests.")
+            await http_answer(writer, 400, "The sandbox's proxy takes only CONNECT and absolute http:// requests.")
             return
         why = refusal(request.host, self.policy.allow_hosts, request.port)
         if why is not None:
-            await _answer(writer, 403, why)
+            await http_answer(writer, 403, why)
             return
-        try:
-            upstream = await asyncio.wait_for(
-                asyncio.open_connection(request.host, request.port, limit=BUFFER), _TIMEOUT_S
-            )
-        except (TimeoutError, OSError) as exc:
-            await _answer(writer, 502, f"The sandbox's proxy could not reach {request.host}:{request.port} ({exc}).")
+        upstream = await connect(await resolve(request.host, request.port), request.port)
+        if upstream is None:
+            await http_answer(writer, 502, f"The sandbox's proxy could not reach {request.host}:{request.port}.")
             return
         if request.head is None:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -406,11 +429,61 @@ class NetworkGate:
         await relay((reader, writer), upstream)
 
 
-async def _answer(writer: asyncio.StreamWriter, status: int, text: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    body = (text + "\n").encode()
-    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    with contextlib.suppress(OSError):
-        writer.write(head.encode() + body)
-        await writer.drain()
-    writer.close()
+async def _readable(sock: socket.socket) -> None:
+    """Wait until ``sock`` (non-blocking) has something to read."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def mark() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(sock.fileno(), mark)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(sock.fileno())
+
+
+async def _received_socket(channel: socket.socket, *, listening: bool) -> socket.socket | None:
+    """The socket the bridge hands over on ``channel`` (one byte and one descriptor), if it is what
+    the agent asked for: a TCP socket that listens (``listening``) or one connected to a loopback
+    address. Anything else (a file, a pipe, a unix socket, several descriptors: what a process that
+    took the bridge's place could send) is closed unused."""
+    await _readable(channel)
+    _data, fds, _flags, _address = socket.recv_fds(channel, 1, 4)
+    for extra in fds[1:]:
+        with contextlib.suppress(OSError):
+            os.close(extra)
+    if not fds:
+        return None
+    try:
+        sock = socket.socket(fileno=fds[0])  # fails on what is not a socket
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(fds[0])
+        return None
+    try:
+        ok = (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and sock.type == socket.SOCK_STREAM
+            and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)) == listening
+            and (listening or _loopback(sock.getpeername()[0]))
+        )
+    except OSError:
+        ok = False
+    if not ok:
+        sock.close()
+        return None
+    sock.setblocking(False)
+    return sock
+
+
+def _loopback(host: str) -> bool:
+    address = literal_address(host)
+    return address is not None and address.is_loopback
+
+
+def _close_door(door: socket.socket, path: Path) -> None:
+    door.close()
+    path.unlink(missing_ok=True)

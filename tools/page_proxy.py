@@ -18,42 +18,38 @@ WebRTC's UDP cannot be proxied: Chromium runs with ``--webrtc-ip-handling-policy
 disable_non_proxied_udp`` (``tools/browser.py``), so it sends no UDP and its TCP goes through this
 proxy. HTTP ``CONNECT`` is served too (the tunnel HTTP clients such as npm ask for).
 
-Hand-written (RFC 1928's CONNECT and a byte relay, in asyncio) because the decision must be made
-on the address the proxy itself connects to, which off-the-shelf proxies (proxy.py, mitmproxy,
-pproxy) do not expose without plugin machinery and dependencies of their own. The policy is an
-object of its own (``AddressPolicy``) so that another egress proxy (npm's registry) can share
-this one.
+Hand-written (RFC 1928's CONNECT, in asyncio) because the decision must be made on the address
+the proxy itself connects to, which off-the-shelf proxies (proxy.py, mitmproxy, pproxy) do not
+expose without plugin machinery and dependencies of their own. The address rule, the checked
+connection and the relay are ``tools.egress``, shared with the sandbox's registry proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import logging
-import socket
 from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit
 
+from webgen_agent.tools.egress import (
+    CONNECT_TIMEOUT_S,
+    IPAddress,
+    connect,
+    http_answer,
+    parse_request,
+    public_address,
+    relay,
+    resolve,
+)
+
 logger = logging.getLogger(__name__)
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+__all__ = ["AddressPolicy", "PagePolicy", "PageProxy", "public_address", "site_of"]
 
 _HEAD_LIMIT = 64 * 1024
-_CONNECT_TIMEOUT_S = 10.0
-_CHUNK = 64 * 1024
 MAX_REFUSED = 20
-
-
-def public_address(address: IPAddress) -> bool:
-    """True for an address on the public internet; False for loopback, private, link-local, shared,
-    multicast, reserved and unspecified ones (IPv4 inside IPv6 judged as the IPv4 address)."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour or (address.teredo[1] if address.teredo else None)
-        if embedded is not None:
-            return public_address(embedded)
-    return address.is_global and not address.is_multicast
 
 
 class AddressPolicy(Protocol):
@@ -132,14 +128,16 @@ async def _connect_destination(
 ) -> _Destination:
     """The destination of an HTTP ``CONNECT host:port`` (the tunnel npm and other HTTP clients ask for)."""
     head = first + await reader.readuntil(b"\r\n\r\n")
-    method, target, _ = head.partition(b"\r\n")[0].decode("latin-1").split(" ", 2)
-    parts = urlsplit(f"//{target}")
-    if method != "CONNECT" or not parts.hostname or parts.port is None:
+    try:
+        request = parse_request(head[:-4])
+    except ValueError:
+        request = None
+    if request is None or request.head is not None:
         # Plain http in absolute form would need each request of a kept-alive connection parsed
         # and sent on: browsers get a SOCKS5 proxy instead, which tunnels every connection.
-        await _http_answer(writer, 400, "only CONNECT (or SOCKS5) is served")
-        raise ValueError(f"not a CONNECT request: {target[:100]!r}")
-    return _Destination(parts.hostname.lower(), parts.port, socks=False)
+        await http_answer(writer, 400, "webgen-agent page proxy: only CONNECT (or SOCKS5) is served")
+        raise ValueError(f"not a CONNECT request: {head[:100]!r}")
+    return _Destination(request.host, request.port, socks=False)
 
 
 @dataclass
@@ -196,16 +194,16 @@ class PageProxy:
             writer.close()
 
     async def _tunnel(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        first = await asyncio.wait_for(reader.readexactly(1), _CONNECT_TIMEOUT_S)
+        first = await asyncio.wait_for(reader.readexactly(1), CONNECT_TIMEOUT_S)
         opening = (
             _socks_destination(reader, writer)
             if first[0] == _SOCKS_VERSION
             else _connect_destination(reader, writer, first)
         )
-        destination = await asyncio.wait_for(opening, _CONNECT_TIMEOUT_S)
-        addresses = await _resolve(destination.host, destination.port)
+        destination = await asyncio.wait_for(opening, CONNECT_TIMEOUT_S)
+        addresses = await resolve(destination.host, destination.port)
         why = self.policy.refusal(destination.host, destination.port, addresses) if addresses else "cannot be resolved"
-        upstream = None if why is not None else await _connect(addresses, destination.port)
+        upstream = None if why is not None else await connect(addresses, destination.port)
         if why is None and upstream is None:
             why = "does not answer"
         if why is not None or upstream is None:
@@ -214,7 +212,7 @@ class PageProxy:
             if destination.socks:
                 _socks_answer(writer, "refused" if addresses else "unreachable")
             else:
-                await _http_answer(writer, 403, why or "refused")
+                await http_answer(writer, 403, f"webgen-agent page proxy: {why or 'refused'}")
             return
         up_reader, up_writer = upstream
         self._writers.add(up_writer)
@@ -223,65 +221,7 @@ class PageProxy:
                 _socks_answer(writer, "ok")
             else:
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            await _pipe_both(reader, writer, up_reader, up_writer)
+            await relay((reader, writer), (up_reader, up_writer))
         finally:
             self._writers.discard(up_writer)
             up_writer.close()
-
-
-async def _resolve(host: str, port: int) -> list[IPAddress]:
-    with contextlib.suppress(ValueError):
-        return [ipaddress.ip_address(host)]
-    try:
-        infos = await asyncio.wait_for(
-            asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM),
-            _CONNECT_TIMEOUT_S,
-        )
-    except (OSError, TimeoutError):
-        return []
-    return list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
-
-
-async def _connect(addresses: list[IPAddress], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-    """A connection to the first of the (checked) addresses that answers: never a fresh lookup."""
-    for address in addresses:
-        with contextlib.suppress(OSError, TimeoutError):
-            return await asyncio.wait_for(asyncio.open_connection(str(address), port), _CONNECT_TIMEOUT_S)
-    return None
-
-
-async def _http_answer(writer: asyncio.StreamWriter, status: int, why: str) -> None:
-    reason = {400: "Bad Request", 403: "Forbidden"}[status]
-    body = f"webgen-agent page proxy: {why}\n".encode()
-    writer.write(
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n".encode("latin-1")
-        + body
-    )
-    with contextlib.suppress(OSError):
-        await writer.drain()
-
-
-async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    while data := await source.read(_CHUNK):
-        sink.write(data)
-        await sink.drain()
-    with contextlib.suppress(OSError):
-        if sink.can_write_eof():
-            sink.write_eof()
-
-
-async def _pipe_both(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    up_reader: asyncio.StreamReader,
-    up_writer: asyncio.StreamWriter,
-) -> None:
-    """Relay both ways until both sides have finished (or either fails)."""
-    copies = [asyncio.ensure_future(_copy(reader, up_writer)), asyncio.ensure_future(_copy(up_reader, writer))]
-    try:
-        await asyncio.gather(*copies)
-    finally:
-        for copy in copies:
-            copy.cancel()
-        await asyncio.gather(*copies, return_exceptions=True)

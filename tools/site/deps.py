@@ -27,6 +27,7 @@ import httpx
 from pydantic import BaseModel
 
 from webgen_agent.tools.endpoints import connection_problem
+from webgen_agent.tools.npm_cache import private_npm_cache
 from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import BUILD_CACHES, Confinement, cacheable_install, own_copies
 from webgen_agent.tools.site.logs import explain, last_lines
@@ -123,18 +124,48 @@ def npm_registry() -> str:
     return os.environ.get("npm_config_registry") or os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_REGISTRY
 
 
-async def registry_problem() -> str | None:
+# How long an answer of the registry check stands: an install the dependency cache cannot serve
+# asks again only after this (a reachable registry rarely goes away; an unreachable one is asked
+# sooner again, as the network may come back).
+REGISTRY_REACHABLE_TTL_S = 300.0
+REGISTRY_UNREACHABLE_TTL_S = 15.0
+
+
+@dataclasses.dataclass
+class _RegistryCheck:
+    """The last answer of ``registry_problem`` for one registry, and when it was asked."""
+
+    asked_at: float
+    problem: str | None
+
+    def fresh(self, now: float) -> bool:
+        ttl = REGISTRY_REACHABLE_TTL_S if self.problem is None else REGISTRY_UNREACHABLE_TTL_S
+        return now - self.asked_at < ttl
+
+
+_REGISTRY_CHECKS: dict[str, _RegistryCheck] = {}  # by registry URL: the process asks each one rarely
+
+
+async def registry_problem(*, fresh: bool = False) -> str | None:
     """Why npm's registry cannot be reached from here; None when it answers (any HTTP status).
 
     Asked before an install the dependency cache cannot serve: npm itself would wait out its
-    retries (minutes) before failing, and the retries with looser flags would wait again.
+    retries (minutes) before failing, and the retries with looser flags would wait again. The
+    answer is kept per registry for a while (``REGISTRY_*_TTL_S``), so that installs do not each
+    pay a request; ``fresh`` asks now whatever is kept (``webgen-agent doctor``).
     """
+    registry = npm_registry()
+    kept = _REGISTRY_CHECKS.get(registry)
+    if kept is not None and not fresh and kept.fresh(time.monotonic()):
+        return kept.problem
+    problem = None
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=_REGISTRY_CONNECT_TIMEOUT_S)) as client:
-            await client.get(npm_registry())
+            await client.get(registry)
     except httpx.HTTPError as error:
-        return connection_problem(error)
-    return None
+        problem = connection_problem(error)
+    _REGISTRY_CHECKS[registry] = _RegistryCheck(time.monotonic(), problem)
+    return problem
 
 
 def registry_unreachable(error: str | None) -> bool:
@@ -152,11 +183,14 @@ async def install_dependencies(
     log_path: Callable[[], Path],
     sandbox: Confinement | None = None,
     scripts_log_path: Callable[[], Path] | None = None,
+    npm_cache: Path | None = None,
 ) -> InstallResult:
     """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
 
     Never run under a live dev server. ``log_path`` names a new log file for each npm attempt,
     ``scripts_log_path`` (default ``log_path``) one for the dependencies' install scripts.
+    ``npm_cache``: the agent's npm cache; a sandboxed ``npm install`` gets a private copy of it
+    (``tools.npm_cache``), made only when npm runs: a tree restored from the dependency cache needs none.
     """
     ws = workspace
     await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
@@ -184,17 +218,24 @@ async def install_dependencies(
     # then only what the registry's tarballs hold. The scripts run afterwards, in this copy only.
     no_scripts = ["--ignore-scripts"] if cache is not None else []
 
-    def attempt(extra: list[str]) -> Awaitable[CommandResult]:
-        return npm_install(
-            ws, [*no_scripts, *extra], timeout_s=timeout_s, log_path=log_path(), registry=registry, sandbox=sandbox
-        )
+    async with private_npm_cache(sandbox, npm_cache) as npm_sandbox:
 
-    result = await attempt([])
-    # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
-    for retry in INSTALL_RETRIES:
-        if result.ok or result.timed_out or result.over_size_cap:
-            break
-        result = await attempt([retry])
+        def attempt(extra: list[str]) -> Awaitable[CommandResult]:
+            return npm_install(
+                ws,
+                [*no_scripts, *extra],
+                timeout_s=timeout_s,
+                log_path=log_path(),
+                registry=registry,
+                sandbox=npm_sandbox,
+            )
+
+        result = await attempt([])
+        # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
+        for retry in INSTALL_RETRIES:
+            if result.ok or result.timed_out or result.over_size_cap:
+                break
+            result = await attempt([retry])
     seconds = round(time.monotonic() - started, 3)
     if not result.ok:
         if result.timed_out:
@@ -267,6 +308,9 @@ async def run_dependency_scripts(
 ) -> CommandResult | None:
     """Run the install scripts of the dependencies of a tree installed with ``--ignore-scripts``.
 
+    Run by ``dependency_scripts.js`` with npm's own script runner (what ``npm rebuild`` does, without
+    its load of the whole tree), or by ``npm rebuild`` where that runner is not found.
+
     Each scripted package is first given private copies of its files (the rest may be hardlinked to
     the shared cache); inside the sandbox node_modules is read-only but for those packages' folders,
     so a script can change its own package and nothing else. None when no package has scripts.
@@ -277,14 +321,18 @@ async def run_dependency_scripts(
         return None
     for package in packages:
         await asyncio.to_thread(own_copies, package)
-    names = sorted({_package_name(node_modules, package) for package in packages})
     confined = (
         dataclasses.replace(sandbox, read_only=(node_modules,), writable=tuple(packages))
         if sandbox is not None
         else None
     )
+    root = npm_root()
+    if root is not None:
+        command = ["node", "-e", _DEPENDENCY_SCRIPTS_JS.read_text(), str(root), *(str(p) for p in packages)]
+    else:  # an npm without its script runner where we look for it: npm rebuild does the same, slower
+        command = [*NPM_REBUILD, *sorted({_package_name(node_modules, package) for package in packages})]
     return await run_command(
-        [*NPM_REBUILD, *names],
+        command,
         cwd=workspace,
         timeout_s=timeout_s,
         log_path=log_path(),
@@ -292,6 +340,25 @@ async def run_dependency_scripts(
         tail_lines=200,
         sandbox=confined,
     )
+
+
+_DEPENDENCY_SCRIPTS_JS = Path(__file__).with_name("dependency_scripts.js")
+
+
+@functools.cache
+def npm_root() -> Path | None:
+    """The folder of the npm the agent runs, when it holds the script runner npm rebuild uses
+    (``@npmcli/run-script``); None otherwise."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    root = Path(npm).resolve().parent.parent  # <npm>/bin/npm-cli.js
+    runner = root / "node_modules" / "@npmcli" / "run-script" / "package.json"
+    try:
+        is_npm = json.loads((root / "package.json").read_text()).get("name") == "npm"
+    except (OSError, ValueError, AttributeError):
+        return None
+    return root if is_npm and runner.is_file() else None
 
 
 def _package_name(node_modules: Path, package: Path) -> str:

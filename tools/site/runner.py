@@ -318,17 +318,17 @@ class SiteRunner:
             return InstallResult()
         await self.stop()  # never reinstall under a running dev server
         confined = await asyncio.to_thread(self.confinement, "install")
-        async with private_npm_cache(confined, self.npm_cache) as sandbox:
-            return await install_dependencies(
-                self.workspace,
-                key,
-                cache=self.cache,
-                timeout_s=self.install_timeout_s,
-                registry=self.registry,
-                log_path=lambda: self._log_path("install"),
-                sandbox=sandbox,
-                scripts_log_path=lambda: self._log_path("scripts"),
-            )
+        return await install_dependencies(
+            self.workspace,
+            key,
+            cache=self.cache,
+            timeout_s=self.install_timeout_s,
+            registry=self.registry,
+            log_path=lambda: self._log_path("install"),
+            sandbox=confined,
+            scripts_log_path=lambda: self._log_path("scripts"),
+            npm_cache=self.npm_cache,
+        )
 
     # -- start ---------------------------------------------------------------------------------
     async def _can_reuse(self, kind: Kind, config: str | None, changed: set[str] | None, installed: bool) -> bool:
