@@ -1,5 +1,11 @@
 """Graph state: small and JSON-like. Big things live in the blob store; state holds their hashes.
 
+Two keys are for people, not nodes: ``messages`` (the coder conversation as LangChain messages,
+the latest screenshot as an image) and ``latest_step`` / ``latest_files`` (the latest step's grades
+and files in words and text). The graph derives them after each node (nodes/readable.py) and no
+node reads them; the checkpointer stores their texts and images by content (checkpoints/saver.py),
+so they cost little beyond the blobs the hashes name.
+
 ``steps`` is the run's log of coder steps, merged by step index, so a node returns only the fields
 it learned about the current step. Steps are never removed: a backtrack restores files and
 messages from an earlier step while the abandoned steps stay listed.
@@ -12,6 +18,7 @@ from typing import Annotated, Any, Literal, NotRequired, Required
 
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
 # TypedDict on Python < 3.12.
+from langchain_core.messages import AnyMessage
 from typing_extensions import TypedDict
 
 from webgen_agent.core.profiles.rules import Profile
@@ -191,6 +198,25 @@ def append_events(current: list[Event] | None, new: list[Event] | None) -> list[
     return [*(current or []), *(new or [])]
 
 
+class StepView(TypedDict, total=False):
+    """The latest coder step as a person reads it (LangGraph Studio): words and numbers, no blob hashes."""
+
+    index: int
+    role: str  # generator or refiner
+    action: str  # edit, screenshot_validated, finish or malformed
+    summary: str
+    errored: bool
+    run: str  # "ok", or the stage that failed and why (install, start, http, render)
+    screenshot_score: int  # 1-5 from the Screenshot-Judge, 0 when nothing rendered
+    screenshot: str  # what the judge saw
+    gui_score: int  # 1-5 from the GUI test, 0 when it did not run
+    gui_passed: bool | None
+    check_score: float  # WebLoop: share of the requirement checks passed
+    problems: list[str]
+    changed: list[str]
+    feedback: str  # the message the next Refiner turn gets
+
+
 class InputState(TypedDict, total=False):
     """What a caller passes in."""
 
@@ -217,7 +243,10 @@ class AgentState(TypedDict, total=False):
     run_id: str
     out_dir: str
     group_id: str
-    messages: list[ChatRef]  # the coder conversation, replaced as a whole (a few hashes)
+    conversation: list[ChatRef]  # the coder conversation, replaced as a whole (a few hashes)
+    messages: list[AnyMessage]  # for people: the conversation as chat messages (nodes/readable.py)
+    latest_step: StepView  # for people: the latest step's grades in words
+    latest_files: dict[str, str]  # for people: the latest step's files, path -> text
     files: str | None  # manifest hash of the current workspace
     current: int  # index of the latest coder step
     edit_step: int | None  # the latest code-edit step on the current branch (what a test checks)
@@ -242,7 +271,10 @@ class NodeUpdate(TypedDict, total=False):
     run_id: str
     out_dir: str
     group_id: str
-    messages: list[ChatRef]
+    conversation: list[ChatRef]
+    messages: list[AnyMessage]
+    latest_step: StepView
+    latest_files: dict[str, str]
     files: str | None
     current: int
     edit_step: int | None

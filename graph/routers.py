@@ -82,7 +82,7 @@ def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refi
     """A new coder step, unless the budget is spent: then the run pauses before the ``budget`` node."""
     if over_budget(state, context):
         return "budget"
-    return "refiner" if state.get("messages") else "generator"
+    return "refiner" if state.get("conversation") else "generator"
 
 
 def checks_on(context: RoutingLimits) -> bool:

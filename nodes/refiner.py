@@ -19,7 +19,7 @@ async def refiner(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResu
     events: list[Event] = []
     if review_on(runtime.context, "critique"):  # first thing: a resumed Refiner asks no model twice
         feedback_hash, events = await review_feedback(state, feedback_hash)
-    conversation = [*state["messages"], ChatRef(role="user", hash=feedback_hash)]
+    conversation = [*state["conversation"], ChatRef(role="user", hash=feedback_hash)]
     turn = await coder_turn(
         state, runtime, node_name="refiner", conversation=conversation, parent=state.get("edit_step")
     )
