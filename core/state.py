@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, NotRequired, Required
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
 # TypedDict on Python < 3.12.
 from langchain_core.messages import AnyMessage
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from webgen_agent.core.profiles.rules import Profile
@@ -169,6 +170,17 @@ class Event(TypedDict, total=False):
     reason: str
 
 
+def conversation_of(state: AgentState) -> list[ChatRef]:
+    """The coder conversation. Runs checkpointed before it had its own key kept it under ``messages``
+    (then a list of ChatRef), so such a run resumes where it was."""
+    if "conversation" in state:
+        return state["conversation"]
+    earlier: list[Any] = list(state.get("messages") or [])
+    return [
+        ChatRef(role=m["role"], hash=m["hash"]) for m in earlier if isinstance(m, dict) and set(m) == {"role", "hash"}
+    ]
+
+
 def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
     """Reducer: merge partial step records by ``index``; nested timing/token/cost/endpoint dicts merge too.
 
@@ -217,14 +229,25 @@ class StepView(TypedDict, total=False):
     feedback: str  # the message the next Refiner turn gets
 
 
-class InputState(TypedDict, total=False):
-    """What a caller passes in."""
+class RequirementCheck(TypedDict):
+    """One requirement the checks test (a WebGen-Bench test case has the same two fields)."""
 
-    requirement: str
-    run_id: str
-    out_dir: str
-    group_id: str
-    requirements: str  # blob hash of the JSON list of {task, expected_result} to check (optional)
+    task: str  # what a tester does on the site
+    expected_result: str  # what the site then shows
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes in (Studio's input form): the requirement; the rest is optional."""
+
+    # The descriptions are what Studio's input form shows beside each field.
+    requirement: Required[Annotated[str, Field(description="The website to build, in words.")]]
+    run_id: Annotated[str, Field(description="Optional. Default: the thread's id.")]
+    out_dir: Annotated[str, Field(description="Optional. The run's folder; default: runs_dir/run_id.")]
+    group_id: Annotated[str, Field(description="Optional. Runs of one GRPO group share it.")]
+    requirements: Annotated[
+        list[RequirementCheck],
+        Field(description="Optional. What the requirement checks test; default: the feedback model writes them."),
+    ]
 
 
 class OutputState(TypedDict, total=False):
@@ -259,7 +282,7 @@ class AgentState(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile  # the rules the run followed (exports read it)
-    requirements: str | None  # blob hash of the instruction's requirement list (checks, execution-free critic)
+    requirements: list[RequirementCheck] | None  # the instruction's requirement list (checks, execution-free critic)
 
 
 class NodeUpdate(TypedDict, total=False):
@@ -287,4 +310,4 @@ class NodeUpdate(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile
-    requirements: str | None
+    requirements: list[RequirementCheck] | None

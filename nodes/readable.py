@@ -30,6 +30,7 @@ from webgen_agent.core.state import (
     StepUpdate,
     StepView,
     append_events,
+    conversation_of,
     merge_steps,
 )
 from webgen_agent.nodes.common import Update, store
@@ -71,7 +72,7 @@ def readable_state(state: AgentState, blobs: BlobStore) -> Update:
 
 def chat_messages(state: AgentState, blobs: BlobStore) -> list[AnyMessage]:
     """The conversation, the results of the step whose reply ends it, and the feedback waiting for the coder."""
-    refs = list(state.get("conversation") or [])
+    refs = conversation_of(state)
     messages = [chat_message(position, ref, blobs.get_text(ref["hash"])) for position, ref in enumerate(refs)]
     answered = replied_step(refs, state.get("steps") or [])
     if answered is not None and _has_results(answered):

@@ -73,7 +73,7 @@ async def test_the_code_critic_reads_the_files_not_the_page(node_harness):
     (node_harness.root / "project").mkdir()
     (node_harness.root / "project" / "index.html").write_text("<button id='add'>Add</button>")
     files = node_harness.store.snapshot(node_harness.root / "project")
-    requirements = node_harness.store.put_json([{"task": "Add a note", "expected_result": "It is listed."}])
+    requirements = [{"task": "Add a note", "expected_result": "It is listed."}]
     review = {
         "verdicts": [{"id": 0, "status": "partly", "evidence": "A button, no handler."}],
         "diagnosis": "Nothing handles the click.",

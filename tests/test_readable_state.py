@@ -15,9 +15,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.test_storage_core import coder_step
+from webgen_agent.checkpoints.requirements import requirement_items
 from webgen_agent.checkpoints.saver import ContentAddressedSerde
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.state import AgentState
+from webgen_agent.core.state import AgentState, conversation_of
 from webgen_agent.nodes.readable import RESULTS_NAME, readable_state
 
 APP = "export default function App() {\n" + "  return <ul>{items.map((i) => <li>{i}</li>)}</ul>;\n" * 40 + "}\n"
@@ -126,3 +127,18 @@ def test_a_data_url_that_is_not_canonical_base64_is_kept_as_written(tmp_path: Pa
     odd = "data:image/png;base64," + base64.b64encode(png_bytes(600)).decode()[:-2] + "\n=="
     messages = [AIMessage(content=[{"type": "image_url", "image_url": {"url": odd}}], id="a")]
     assert ContentAddressedSerde(store).loads_typed(serde.dumps_typed(messages)) == messages
+
+
+def test_a_run_checkpointed_before_the_conversation_had_its_own_key_goes_on_from_it(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "db.sqlite")
+    state = a_run(store, tmp_path / "site")
+    earlier: dict[str, Any] = {**state, "messages": state["conversation"]}  # where it was kept then
+    del earlier["conversation"]
+    assert conversation_of(earlier) == state["conversation"]  # type: ignore[arg-type]
+    assert readable_state(earlier, store)["messages"] == readable_state(state, store)["messages"]  # type: ignore[arg-type]
+
+
+def test_a_requirement_list_reads_the_same_from_state_or_from_an_earlier_runs_blob(tmp_path: Path) -> None:
+    store = BlobStore(tmp_path / "db.sqlite")
+    listed = [{"task": "Add a note", "expected_result": "It is listed."}]
+    assert requirement_items(listed, store) == requirement_items(store.put_json(listed), store) == listed
