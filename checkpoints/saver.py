@@ -221,11 +221,13 @@ class ContentAddressedSerde(SerializerProtocol):
 
 
 def _is_text_tree(value: Any) -> bool:
-    """A non-empty path -> text mapping (what ``latest_files`` holds)."""
+    """A non-empty path -> text mapping in path order (what ``latest_files`` holds); a manifest keeps
+    its keys sorted, so a mapping in another order is left to the other rules and reads back as it was."""
     return (
         isinstance(value, dict)
         and bool(value)
         and all(isinstance(key, str) and isinstance(text, str) for key, text in value.items())
+        and list(value) == sorted(value)
     )
 
 

@@ -142,3 +142,9 @@ def test_a_requirement_list_reads_the_same_from_state_or_from_an_earlier_runs_bl
     store = BlobStore(tmp_path / "db.sqlite")
     listed = [{"task": "Add a note", "expected_result": "It is listed."}]
     assert requirement_items(listed, store) == requirement_items(store.put_json(listed), store) == listed
+
+
+def test_a_mapping_of_texts_not_in_path_order_reads_back_in_its_own_order(tmp_path: Path) -> None:
+    serde = ContentAddressedSerde(BlobStore(tmp_path / "db.sqlite"))
+    value = {"b": "x" * 300, "a": "y" * 300}
+    assert list(serde.loads_typed(serde.dumps_typed(value))) == ["b", "a"]
