@@ -116,7 +116,7 @@ async def synthesise(db: Path) -> int:
                     "run_id": run_id,
                     "group_id": f"g{group:03d}",
                     "steps": steps,
-                    "messages": conversation,
+                    "conversation": conversation,
                     "current": STEPS - 1,
                     "status": "finished",
                     "chosen_step": max(

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from webgen_agent.checkpoints.database import Database, open_sqlite, pools
+from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.state import RequirementCheck
 
 _CREATE = (
     "CREATE TABLE IF NOT EXISTS requirements "
@@ -23,6 +25,12 @@ _CREATE = (
 
 def _create_postgres_requirements(conn: Any) -> None:
     conn.execute(_CREATE)
+
+
+def requirement_items(value: list[Any] | str, store: BlobStore) -> list[RequirementCheck]:
+    """A run's requirement list: as state holds it, or (runs recorded before it did) by its blob hash."""
+    items = store.get_json(value) if isinstance(value, str) else value
+    return [RequirementCheck(task=item["task"], expected_result=item["expected_result"]) for item in items]
 
 
 class RequirementIndex:

@@ -5,11 +5,21 @@ the step log and the conversation would be copied again at every node, and stora
 the square of the number of steps. ``ContentAddressedSerde`` stores large channel values (and each
 element of large lists, such as step records) in the blob store instead, so a checkpoint row holds
 hashes and an unchanged value costs nothing the next time: storage grows with what changed.
+
+The readable keys people look at in Studio (nodes/readable.py) hold what the hashes name: file
+texts, screenshots, long messages. The serializer stores those by their own content too: a long
+string as its UTF-8 bytes (a file's text or a message is the very blob the workspace snapshot or the
+conversation already stored), a base64 data URL as the bytes it encodes (a screenshot is its PNG
+blob), a path -> text mapping as a snapshot manifest (the step's own manifest when the texts are
+its files), and a list of LangChain messages as a chain of messages so packed. So those keys cost
+a few small records per change, not a copy of the project and its screenshots per checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import threading
 import zlib
@@ -20,6 +30,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import aiosqlite
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -41,6 +52,10 @@ from webgen_agent.checkpoints.store import BlobStore, sha256
 
 _BLOB = "__webgen_blob__"  # {_BLOB: hash}: the value is in the blob store
 _CHAIN = "__webgen_chain__"  # {_CHAIN: hash}: a list as a chain of (previous link, element) blobs
+_TEXT = "__webgen_text__"  # {_TEXT: hash}: a long string, stored as its UTF-8 bytes
+_DATA = "__webgen_data__"  # {_DATA: [header, hash]}: a base64 data URL, stored as the bytes it encodes
+_TREE = "__webgen_tree__"  # {_TREE: hash}: a path -> text mapping, stored as a snapshot manifest
+_MESSAGE = "__webgen_message__"  # {_MESSAGE: fields}: a LangChain message, its long strings packed
 _ZLIB = "zlib+"  # type prefix of a compressed row
 _INLINE_MAX = 256  # serialized bytes kept inside the checkpoint row
 _CACHE_SIZE = 4096
@@ -121,6 +136,12 @@ class ContentAddressedSerde(SerializerProtocol):
         return value
 
     def _pack(self, value: Any) -> Any:
+        if isinstance(value, list) and value and all(isinstance(item, BaseMessage) for item in value):
+            # A conversation: each message once, its texts and images by content.
+            return {_CHAIN: self._chain([self.inner.dumps_typed(self._message(item)) for item in value])}
+        if _is_text_tree(value) and sum(len(path) + len(text) for path, text in value.items()) > _INLINE_MAX:
+            files = {path: self.store.put_text(text) for path, text in value.items()}
+            return {_TREE: self.store.put_json({"files": files})}  # BlobStore.snapshot's manifest form
         if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
             items = [self.inner.dumps_typed(item) for item in value]
             if sum(len(data) for _, data in items) >= _INLINE_MAX * len(items):
@@ -149,7 +170,7 @@ class ContentAddressedSerde(SerializerProtocol):
                 previous, item = self.store.get(link).decode().split(" ")
                 self._link_parts[link] = (previous, item)
             link, item = self._link_parts[link]
-            items.append(self._get(item))
+            items.append(self._revived(self._get(item)))
         items.reverse()
         return items
 
@@ -159,7 +180,71 @@ class ContentAddressedSerde(SerializerProtocol):
                 return self._unchain(value[_CHAIN])
             if _BLOB in value:
                 return self._get(value[_BLOB])
+            if _TREE in value:
+                files = self.store.manifest(value[_TREE])
+                return {path: self.store.get_text(digest) for path, digest in files.items()}
         return value
+
+    # -- readable values: long strings by their own content ----------------------------------------
+    def _message(self, message: BaseMessage) -> dict[str, Any]:
+        return {_MESSAGE: self._strings_packed(message_to_dict(message))}
+
+    def _strings_packed(self, value: Any) -> Any:
+        if isinstance(value, str) and len(value) > _INLINE_MAX:
+            data_url = _data_url_parts(value)
+            if data_url is not None:
+                return {_DATA: [data_url[0], self.store.put(data_url[1])]}
+            return {_TEXT: self.store.put_text(value)}
+        if isinstance(value, dict):
+            return {key: self._strings_packed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._strings_packed(item) for item in value]
+        return value
+
+    def _strings_unpacked(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            if len(value) == 1 and _TEXT in value:
+                return self.store.get_text(value[_TEXT])
+            if len(value) == 1 and _DATA in value:
+                header, digest = value[_DATA]
+                return header + base64.b64encode(self.store.get(digest)).decode("ascii")
+            return {key: self._strings_unpacked(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._strings_unpacked(item) for item in value]
+        return value
+
+    def _revived(self, item: Any) -> Any:
+        """A chain element as stored: a packed message becomes the message again (a new object each read)."""
+        if isinstance(item, dict) and len(item) == 1 and _MESSAGE in item:
+            return messages_from_dict([self._strings_unpacked(item[_MESSAGE])])[0]
+        return item
+
+
+def _is_text_tree(value: Any) -> bool:
+    """A non-empty path -> text mapping in path order (what ``latest_files`` holds); a manifest keeps
+    its keys sorted, so a mapping in another order is left to the other rules and reads back as it was."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(key, str) and isinstance(text, str) for key, text in value.items())
+        and list(value) == sorted(value)
+    )
+
+
+def _data_url_parts(value: str) -> tuple[str, bytes] | None:
+    """("data:<type>;base64,", the bytes) of a base64 data URL that encodes back to the same string."""
+    if not value.startswith("data:"):
+        return None
+    header, comma, encoded = value.partition(",")
+    if not comma or not header.endswith(";base64"):
+        return None
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if base64.b64encode(data).decode("ascii") != encoded:  # not canonical: kept as text, exactly
+        return None
+    return header + ",", data
 
 
 def _is_checkpoint(obj: Any) -> bool:

@@ -1,5 +1,11 @@
 """Graph state: small and JSON-like. Big things live in the blob store; state holds their hashes.
 
+Two keys are for people, not nodes: ``messages`` (the coder conversation as LangChain messages,
+the latest screenshot as an image) and ``latest_step`` / ``latest_files`` (the latest step's grades
+and files in words and text). The graph derives them after each node (nodes/readable.py) and no
+node reads them; the checkpointer stores their texts and images by content (checkpoints/saver.py),
+so they cost little beyond the blobs the hashes name.
+
 ``steps`` is the run's log of coder steps, merged by step index, so a node returns only the fields
 it learned about the current step. Steps are never removed: a backtrack restores files and
 messages from an earlier step while the abandoned steps stay listed.
@@ -12,6 +18,8 @@ from typing import Annotated, Any, Literal, NotRequired, Required
 
 # pydantic (and so the LangGraph server's input/output schemas for Studio) needs typing_extensions'
 # TypedDict on Python < 3.12.
+from langchain_core.messages import AnyMessage
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from webgen_agent.core.profiles.rules import Profile
@@ -162,6 +170,17 @@ class Event(TypedDict, total=False):
     reason: str
 
 
+def conversation_of(state: AgentState) -> list[ChatRef]:
+    """The coder conversation. Runs checkpointed before it had its own key kept it under ``messages``
+    (then a list of ChatRef), so such a run resumes where it was."""
+    if "conversation" in state:
+        return state["conversation"]
+    earlier: list[Any] = list(state.get("messages") or [])
+    return [
+        ChatRef(role=m["role"], hash=m["hash"]) for m in earlier if isinstance(m, dict) and set(m) == {"role", "hash"}
+    ]
+
+
 def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
     """Reducer: merge partial step records by ``index``; nested timing/token/cost/endpoint dicts merge too.
 
@@ -191,14 +210,44 @@ def append_events(current: list[Event] | None, new: list[Event] | None) -> list[
     return [*(current or []), *(new or [])]
 
 
-class InputState(TypedDict, total=False):
-    """What a caller passes in."""
+class StepView(TypedDict, total=False):
+    """The latest coder step as a person reads it (LangGraph Studio): words and numbers, no blob hashes."""
 
-    requirement: str
-    run_id: str
-    out_dir: str
-    group_id: str
-    requirements: str  # blob hash of the JSON list of {task, expected_result} to check (optional)
+    index: int
+    role: str  # generator or refiner
+    action: str  # edit, screenshot_validated, finish or malformed
+    summary: str
+    errored: bool
+    run: str  # "ok", or the stage that failed and why (install, start, http, render)
+    screenshot_score: int  # 1-5 from the Screenshot-Judge, 0 when nothing rendered
+    screenshot: str  # what the judge saw
+    gui_score: int  # 1-5 from the GUI test, 0 when it did not run
+    gui_passed: bool | None
+    check_score: float  # WebLoop: share of the requirement checks passed
+    problems: list[str]
+    changed: list[str]
+    feedback: str  # the message the next Refiner turn gets
+
+
+class RequirementCheck(TypedDict):
+    """One requirement the checks test (a WebGen-Bench test case has the same two fields)."""
+
+    task: str  # what a tester does on the site
+    expected_result: str  # what the site then shows
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes in (Studio's input form): the requirement; the rest is optional."""
+
+    # The descriptions are what Studio's input form shows beside each field.
+    requirement: Required[Annotated[str, Field(description="The website to build, in words.")]]
+    run_id: Annotated[str, Field(description="Optional. Default: the thread's id.")]
+    out_dir: Annotated[str, Field(description="Optional. The run's folder; default: runs_dir/run_id.")]
+    group_id: Annotated[str, Field(description="Optional. Runs of one GRPO group share it.")]
+    requirements: Annotated[
+        list[RequirementCheck],
+        Field(description="Optional. What the requirement checks test; default: the feedback model writes them."),
+    ]
 
 
 class OutputState(TypedDict, total=False):
@@ -217,7 +266,10 @@ class AgentState(TypedDict, total=False):
     run_id: str
     out_dir: str
     group_id: str
-    messages: list[ChatRef]  # the coder conversation, replaced as a whole (a few hashes)
+    conversation: list[ChatRef]  # the coder conversation, replaced as a whole (a few hashes)
+    messages: list[AnyMessage]  # for people: the conversation as chat messages (nodes/readable.py)
+    latest_step: StepView  # for people: the latest step's grades in words
+    latest_files: dict[str, str]  # for people: the latest step's files, path -> text
     files: str | None  # manifest hash of the current workspace
     current: int  # index of the latest coder step
     edit_step: int | None  # the latest code-edit step on the current branch (what a test checks)
@@ -230,7 +282,7 @@ class AgentState(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile  # the rules the run followed (exports read it)
-    requirements: str | None  # blob hash of the instruction's requirement list (checks, execution-free critic)
+    requirements: list[RequirementCheck] | None  # the instruction's requirement list (checks, execution-free critic)
 
 
 class NodeUpdate(TypedDict, total=False):
@@ -242,7 +294,10 @@ class NodeUpdate(TypedDict, total=False):
     run_id: str
     out_dir: str
     group_id: str
-    messages: list[ChatRef]
+    conversation: list[ChatRef]
+    messages: list[AnyMessage]
+    latest_step: StepView
+    latest_files: dict[str, str]
     files: str | None
     current: int
     edit_step: int | None
@@ -255,4 +310,4 @@ class NodeUpdate(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile
-    requirements: str | None
+    requirements: list[RequirementCheck] | None

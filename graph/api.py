@@ -24,7 +24,6 @@ from webgen_agent.checkpoints.pregel import with_runtime_context
 from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
-from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
 from webgen_agent.core.costs import Budget, Spending, add_costs, budget_reached, spent
 from webgen_agent.core.events import ProgressEvent
@@ -248,7 +247,9 @@ async def run_requirement(
         "group_id": group_id,
     }
     if requirements:
-        graph_input["requirements"] = await asyncio.to_thread(stored_requirements, db_path, requirements)
+        graph_input["requirements"] = [
+            {"task": r["task"], "expected_result": r["expected_result"]} for r in requirements
+        ]
     return await _drive(
         graph_input,
         record=record,
@@ -403,16 +404,6 @@ async def fork_run(
     return await _drive(
         None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress, reviewer=reviewer
     )
-
-
-def stored_requirements(db_path: str | Path | Database, requirements: Sequence[Mapping[str, str]]) -> str:
-    """The blob hash of the requirement list (only its two fields, in order)."""
-    items = [{"task": r["task"], "expected_result": r["expected_result"]} for r in requirements]
-    store = BlobStore(db_path)
-    try:
-        return store.put_json(items)
-    finally:
-        store.close()
 
 
 def new_run_id_suffix() -> str:

@@ -9,10 +9,12 @@ node between two coder steps (docs/costs.md).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Checkpointer
 
 from webgen_agent.core.context import AgentContext
@@ -32,11 +34,13 @@ from webgen_agent.nodes.backtrack import backtrack
 from webgen_agent.nodes.budget import budget
 from webgen_agent.nodes.checker import checker
 from webgen_agent.nodes.code_critic import code_critic
+from webgen_agent.nodes.common import GraphNode, Update
 from webgen_agent.nodes.critic import critic
 from webgen_agent.nodes.executor import executor
 from webgen_agent.nodes.finalize import finalize
 from webgen_agent.nodes.generator import generator
 from webgen_agent.nodes.gui_tester import gui_tester
+from webgen_agent.nodes.readable import readable_changes
 from webgen_agent.nodes.refiner import refiner
 from webgen_agent.nodes.screenshot_judge import screenshot_judge
 
@@ -71,10 +75,21 @@ ROUTES: dict[str, tuple[Callable[..., str], tuple[str, ...]]] = {
 PAUSE_BEFORE = ["budget"]
 
 
+def with_readable_state(node: GraphNode) -> GraphNode:
+    """The node, its update completed with the readable keys it changed (nodes/readable.py: what Studio shows)."""
+
+    @functools.wraps(node)
+    async def run(state: AgentState, runtime: Runtime[AgentContext]) -> Update:
+        update = await node(state, runtime)
+        return {**update, **await readable_changes(state, update)}
+
+    return run
+
+
 def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputState]:
     builder = StateGraph(AgentState, context_schema=AgentContext, input_schema=InputState, output_schema=OutputState)
     for node in NODES:
-        builder.add_node(node.__name__, node)  # type: ignore[call-overload]  # a decorated async node
+        builder.add_node(node.__name__, with_readable_state(node))  # type: ignore[call-overload]  # a decorated async node
     builder.add_edge(START, "generator")
     for source, (router, targets) in ROUTES.items():
         builder.add_conditional_edges(source, router, path_map=list(targets))

@@ -18,7 +18,7 @@ from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.error_count import error_count
 from webgen_agent.core.loops import loop_rules
 from webgen_agent.core.profiles import profile_rules
-from webgen_agent.core.state import AgentState
+from webgen_agent.core.state import AgentState, conversation_of
 
 
 class RoutingError(RuntimeError):
@@ -82,7 +82,7 @@ def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refi
     """A new coder step, unless the budget is spent: then the run pauses before the ``budget`` node."""
     if over_budget(state, context):
         return "budget"
-    return "refiner" if state.get("messages") else "generator"
+    return "refiner" if conversation_of(state) else "generator"
 
 
 def checks_on(context: RoutingLimits) -> bool:

@@ -27,7 +27,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     target = best_good_step(state["steps"], rules.selection)
     if target is None:
         restart: Update = {
-            "messages": [],
+            "conversation": [],
             "files": None,
             "edit_step": None,
             "consecutive_errors": count_after(state, "backtrack"),
@@ -59,7 +59,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
         results, focus = results_text(target, None)
         feedback = await blobs.aput_text(f"{note}\n\n{template_feedback(state['requirement'], results, focus)}")
     update: Update = {
-        "messages": conversation,
+        "conversation": conversation,
         "files": step_files(target, state["steps"]),
         "edit_step": target["index"] if target["action"] == "edit" else target["tests_step"],
         "consecutive_errors": count_after(state, "backtrack"),

@@ -16,9 +16,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.credit import CREDIT, check_score
-from webgen_agent.checkpoints.requirements import RequirementIndex
+from webgen_agent.checkpoints.requirements import RequirementIndex, requirement_items
 from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
-from webgen_agent.core.state import AgentState, StepUpdate
+from webgen_agent.core.state import AgentState, RequirementCheck, StepUpdate
 from webgen_agent.core.views import RequirementItem, RequirementList
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, edit_step, node, prepared_workspace, usage_record
@@ -34,30 +34,29 @@ def instruction_key(requirement: str) -> str:
     return hashlib.sha256(requirement.strip().encode("utf-8")).hexdigest()
 
 
-async def instruction_requirements(state: AgentState, context: AgentContext) -> tuple[str, Usage]:
-    """The blob hash of the instruction's requirement list: the run's, the stored one, or a new one."""
+async def instruction_requirements(state: AgentState, context: AgentContext) -> tuple[list[RequirementCheck], Usage]:
+    """The instruction's requirement list: the run's, the stored one, or a new one."""
+    resources = get_resources()
     given = state.get("requirements")
     if given:
-        return given, Usage()
-    resources = get_resources()
+        return await asyncio.to_thread(requirement_items, given, resources.store), Usage()
     index = await asyncio.to_thread(RequirementIndex, resources.database)
     key = instruction_key(state["requirement"])
     stored = await asyncio.to_thread(index.get, key)
     if stored:
-        return stored, Usage()
+        return await resources.store.aget_json(stored), Usage()
     messages = [{"role": "user", "content": prompts.requirements_user(state["requirement"])}]
     answer = await ask_structured(context.feedback, "feedback", messages, RequirementList)
     items = answer.value.requirements if answer.value is not None and answer.value.requirements else []
     if not items:  # still check something: the instruction as one requirement
         items = [RequirementItem(task=state["requirement"], expected_result="The website does what this asks.")]
     digest = await resources.store.aput_json([item.model_dump() for item in items])
-    return await asyncio.to_thread(
-        index.put_once, key, digest
-    ), answer.usage  # another sample may have stored its list first
+    winner = await asyncio.to_thread(index.put_once, key, digest)  # another sample may have stored its list first
+    return await resources.store.aget_json(winner), answer.usage
 
 
 async def _check(
-    item: dict[str, str], url: str, pages: list[str], context: AgentContext, slots: asyncio.Semaphore
+    item: RequirementCheck, url: str, pages: list[str], context: AgentContext, slots: asyncio.Semaphore
 ) -> GuiRun:
     resources = get_resources()
     async with slots:
@@ -78,7 +77,7 @@ async def _check(
         return await run_gui_agent(url=url, task=task, settings=settings)
 
 
-def check_record(position: int, item: dict[str, str], run: GuiRun | None, why: str = "") -> dict[str, Any]:
+def check_record(position: int, item: RequirementCheck, run: GuiRun | None, why: str = "") -> dict[str, Any]:
     verdict = leading_answer(run.final_answer) if run is not None else None
     if run is None:
         source, reason = "not_run", why
@@ -104,9 +103,8 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResu
     context = runtime.context
     resources = get_resources()
     target = edit_step(state)
-    requirements, usage = await instruction_requirements(state, context)
-    items: list[dict[str, str]] = await resources.store.aget_json(requirements)
-    update: Update = {"requirements": requirements}
+    items, usage = await instruction_requirements(state, context)
+    update: Update = {"requirements": items}
     if target is None:  # nothing was ever written: nothing to check
         return NodeResult(update, "no page to check")
     served = None

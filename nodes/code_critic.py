@@ -12,8 +12,9 @@ import asyncio
 
 from langgraph.runtime import Runtime
 
+from webgen_agent.checkpoints.requirements import requirement_items
 from webgen_agent.core.context import AgentContext, Role
-from webgen_agent.core.state import AgentState, StepUpdate
+from webgen_agent.core.state import AgentState, RequirementCheck, StepUpdate
 from webgen_agent.core.views import CodeCritique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, store, usage_record
@@ -47,7 +48,7 @@ def project_text(files: str | None) -> str:
     return "\n\n".join(sections) or "(no text files)"
 
 
-def format_code_critique(critique: CodeCritique, requirements: list[dict[str, str]]) -> str:
+def format_code_critique(critique: CodeCritique, requirements: list[RequirementCheck]) -> str:
     lines = []
     for verdict in sorted(critique.verdicts, key=lambda v: v.id):
         task = requirements[verdict.id]["task"] if 0 <= verdict.id < len(requirements) else f"requirement {verdict.id}"
@@ -62,9 +63,8 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Node
     step = current_step(state)
     target = edit_step(state) or step
     blobs = store()
-    requirements: list[dict[str, str]] = (
-        await blobs.aget_json(state["requirements"] or "") if state.get("requirements") else []
-    )
+    given = state.get("requirements")
+    requirements = await asyncio.to_thread(requirement_items, given, blobs) if given else []
     code = await asyncio.to_thread(project_text, state.get("files"))
     messages = [{"role": "user", "content": prompts.code_critic_user(state["requirement"], requirements, code)}]
     role: Role = "coder" if context.shared_policy else "feedback"

@@ -139,7 +139,7 @@ async def record_turn(
             {"prompt": completion.prompt_token_ids, "completion": completion.token_ids}
         )
     update: Update = {
-        "messages": [*conversation, answer],
+        "conversation": [*conversation, answer],
         "current": index,
         "steps": [step],
         "feedback": None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from webgen_agent.core.state import RequirementCheck
+
 # The one login every generated site predefines and every GUI test uses (as WebGen-Agent does).
 LOGIN_USERNAME = "admin"
 LOGIN_PASSWORD = "admin123456"
@@ -449,7 +451,7 @@ def check_task(url: str, task: str, expected: str, pages: Iterable[str]) -> str:
     return CHECK_TASK.format(url=url, pages=f"{note}\n" if note else "", task=task.strip(), expected=expected.strip())
 
 
-def code_critic_user(requirement: str, requirements: list[dict[str, str]], code: str) -> str:
+def code_critic_user(requirement: str, requirements: list[RequirementCheck], code: str) -> str:
     listed = "\n".join(f"{n}. {r['task']} Expected: {r['expected_result']}" for n, r in enumerate(requirements))
     return CODE_CRITIC_USER.format(requirement=requirement.strip(), requirements=listed or "(none)", code=code)
 

@@ -27,9 +27,9 @@ async def test_generator_records_the_first_step_and_writes_the_test_instruction(
     assert step["summary"] == "2 file(s): index.html, app.js"
     assert set(step["tokens"]) == {"generator", "test_instruction"}  # the instruction's cost is the step's
     assert run.update["test_instruction"].startswith("Add a note.")
-    assert [m["role"] for m in run.update["messages"]] == ["system", "user", "assistant"]
+    assert [m["role"] for m in run.update["conversation"]] == ["system", "user", "assistant"]
     store = node_harness.store
-    assert REQUIREMENT in store.get_text(run.update["messages"][1]["hash"])
+    assert REQUIREMENT in store.get_text(run.update["conversation"][1]["hash"])
     assert store.get_text(step["completion"]) == EDIT
     assert run.update["current"] == 0 and run.update["edit_step"] is None and run.update["profile"] == "default"
     assert run.update["consecutive_errors"] == 0
@@ -72,18 +72,18 @@ async def test_refiner_answers_the_feedback_on_the_conversation_so_far(node_harn
     ]
     feedback = store.put_text("FEEDBACK: the button does nothing")
     state = node_harness.state(
-        steps=[node_harness.step(0)], current=0, edit_step=0, messages=messages, feedback=feedback
+        steps=[node_harness.step(0)], current=0, edit_step=0, conversation=messages, feedback=feedback
     )
     run = await node_harness.run(refiner, state, rules=[{"model": "scripted-coder", "content": EDIT}])
     (step,) = run.update["steps"]
     assert step["index"] == 1 and step["role"] == "refiner" and step["parent"] == 0
     assert run.requests[0].last_user_text == "FEEDBACK: the button does nothing"
-    assert run.update["messages"][:4] == [*messages, {"role": "user", "hash": feedback}]
+    assert run.update["conversation"][:4] == [*messages, {"role": "user", "hash": feedback}]
     assert run.update["feedback"] is None  # used up
     assert step["prompt_len"] == 4 and run.update["current"] == 1
 
 
 async def test_refiner_without_feedback_is_a_bug_not_a_step(node_harness):
-    state = node_harness.state(steps=[node_harness.step(0)], current=0, messages=[])
+    state = node_harness.state(steps=[node_harness.step(0)], current=0, conversation=[])
     with pytest.raises(RuntimeError, match="without feedback"):
         await node_harness.run(refiner, state)

@@ -73,7 +73,7 @@ async def test_the_code_critic_reads_the_files_not_the_page(node_harness):
     (node_harness.root / "project").mkdir()
     (node_harness.root / "project" / "index.html").write_text("<button id='add'>Add</button>")
     files = node_harness.store.snapshot(node_harness.root / "project")
-    requirements = node_harness.store.put_json([{"task": "Add a note", "expected_result": "It is listed."}])
+    requirements = [{"task": "Add a note", "expected_result": "It is listed."}]
     review = {
         "verdicts": [{"id": 0, "status": "partly", "evidence": "A button, no handler."}],
         "diagnosis": "Nothing handles the click.",
@@ -120,8 +120,8 @@ async def test_backtrack_returns_to_the_best_good_step_and_resets_the_count(node
     run = await node_harness.run(backtrack, state)
     good = state["steps"][0]
     assert run.update["files"] == good["files"] and run.update["edit_step"] == 0
-    assert run.update["messages"][-1] == {"role": "assistant", "hash": good["completion"]}
-    assert len(run.update["messages"]) == 3 and run.update["consecutive_errors"] == 0
+    assert run.update["conversation"][-1] == {"role": "assistant", "hash": good["completion"]}
+    assert len(run.update["conversation"]) == 3 and run.update["consecutive_errors"] == 0
     note = node_harness.store.get_text(run.update["feedback"])
     assert note.startswith("The last 5 steps all failed, so the project was rolled back to step 0")
     (event,) = run.update["events"]
@@ -137,7 +137,7 @@ async def test_upstream_backtrack_goes_on_from_the_steps_own_feedback(node_harne
 
 async def test_with_no_good_step_backtrack_restarts_from_the_requirement(node_harness):
     run = await node_harness.run(backtrack, failed_run(node_harness, good_score=2))
-    assert run.update["messages"] == [] and run.update["files"] is None and run.update["edit_step"] is None
+    assert run.update["conversation"] == [] and run.update["files"] is None and run.update["edit_step"] is None
     assert run.update["consecutive_errors"] == 0 and run.update["feedback"] is None
     assert run.update["events"][0]["kind"] == "restart" and run.message == "restart from the requirement"
 

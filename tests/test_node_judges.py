@@ -125,7 +125,8 @@ async def test_checks_of_a_page_that_did_not_run_all_fail_without_an_agent(node_
     assert patch["check_score"] == 0.0
     # The list is kept per instruction: every later sample is checked against the same one.
     index = RequirementIndex(node_harness.resources.database)
-    assert index.get(instruction_key(state["requirement"])) == run.update["requirements"]
+    assert run.update["requirements"] == [listed, listed]  # the state holds the list itself
+    assert node_harness.store.get_json(index.get(instruction_key(state["requirement"])) or "") == [listed, listed]
     again = await node_harness.run(checker, state)  # no model is asked this time
     assert again.update["requirements"] == run.update["requirements"] and not again.requests
     assert run.message == "checks NO NO (score 0.00)"

@@ -10,6 +10,7 @@ is watched in tests/test_studio_postgres.py, which starts one of its own.
 from __future__ import annotations
 
 import asyncio
+import base64
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -178,8 +179,45 @@ def test_studio_gets_the_settings_form_and_input_schema(studio: StudioSession) -
     context = studio.schemas["context_schema"]
     assert {"coder", "vlm", "feedback", "max_steps", "error_limit", "critic"} <= set(context["properties"])
     assert context["$defs"]["ModelSettings"]["required"] == ["model", "base_url"]
-    assert "requirement" in studio.schemas["input_schema"]["properties"]
     assert "site_dir" in studio.schemas["output_schema"]["properties"]
+    # The input form: the requirement, and optional fields a person can fill (no blob hashes).
+    given = studio.schemas["input_schema"]
+    assert given["required"] == ["requirement"]
+    assert set(given["properties"]) == {"requirement", "run_id", "out_dir", "group_id", "requirements"}
+    checks = given["properties"]["requirements"]
+    assert checks["type"] == "array" and given["$defs"]["RequirementCheck"]["required"] == ["task", "expected_result"]
+    assert all(field.get("description") for field in given["properties"].values())
+
+
+def test_studio_shows_the_conversation_the_screenshot_and_the_files(
+    studio: StudioSession, studio_server: DevServer
+) -> None:
+    """The finished thread's state as Studio gets it: the conversation as chat messages, the latest
+    step's screenshot as an image block, its grades and its files as text."""
+    final = studio.final
+    messages = final["messages"]
+    assert [m["type"] for m in messages[:2]] == ["system", "human"] and DEMO_REQUIREMENT in messages[1]["content"]
+    replies = [m for m in messages if m["type"] == "ai" and m.get("name") != "results"]
+    assert len(replies) == 4 and all("<boltArtifact" in m["content"] for m in replies)
+    assert [m["type"] for m in messages[2:-1]] == ["ai", "human"] * 3 + ["ai"]  # reply, feedback, ...
+    results = messages[-1]
+    assert results["type"] == "ai" and results["name"] == "results"
+    text, image = results["content"]
+    assert "Screenshot: 5/5" in text["text"] and "GUI test: passed, 5/5" in text["text"]
+    header, encoded = image["image_url"]["url"].split(",")
+    assert header == "data:image/png;base64"
+    store = BlobStore(studio_server.db)
+    assert base64.b64decode(encoded) == store.get(final["steps"][3]["screenshot"])  # the step's own PNG
+
+    latest = final["latest_step"]
+    assert (latest["index"], latest["screenshot_score"], latest["gui_score"], latest["gui_passed"]) == (3, 5, 5, True)
+    assert latest["run"] == "ok"
+    files = final["latest_files"]
+    site = Path(final["site_dir"])
+    assert files["src/App.jsx"] == (site / "src" / "App.jsx").read_text() and "Add item" in files["src/App.jsx"]
+    # Each earlier checkpoint shows its own latest step: the history reads as the run went.
+    judged = [h["values"]["latest_step"] for h in studio.history if "screenshot" in h["values"].get("latest_step", {})]
+    assert {view["index"] for view in judged} >= {1, 2, 3}
 
 
 def test_stream_yields_node_updates_and_progress_events(studio: StudioSession) -> None:
