@@ -196,7 +196,7 @@ def rollout(
 @app.command()
 def export(
     export_format: Annotated[
-        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards or webloop.")
+        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards, webloop or verl.")
     ],
     out: Annotated[Path, typer.Option(help="Output file (JSON lines, or parquet with --parquet).", dir_okay=False)],
     groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,
