@@ -33,7 +33,6 @@ from webgen_agent.checkpoints.views import (
     RewardsRecord,
     SftRecord,
     StepGrpoRecord,
-    TokenLogprob,
     TrajectoryRecord,
     TurnRecord,
     VerlExtraInfo,
@@ -43,12 +42,6 @@ from webgen_agent.checkpoints.views import (
 from webgen_agent.checkpoints.writers import ChatRender, write_records
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import Critique
-
-
-def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
-    if not digest:
-        return []
-    return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
 
 
 def _token_ids(texts: BlobTexts, digest: str | None) -> tuple[list[int] | None, list[int] | None]:
@@ -106,7 +99,7 @@ def step_grpo_records(
         mean, std = stats[group]
         n = trajectory.entry_of[step["index"]]
         entry = trajectory.pool[n]
-        logprobs = _logprobs(texts, step.get("logprobs"))
+        logprobs = texts.logprobs(step.get("logprobs"))
         prompt_ids, completion_ids = _token_ids(texts, step.get("token_ids"))
         yield StepGrpoRecord(
             group_id=group,

@@ -170,6 +170,11 @@ class WebloopRecord(BaseModel):
     critic_verdicts: list[str] = Field(description="Critic: its status per requirement id (met/partly/unmet, '' none).")
     critic_model: str = Field(description="Critic: coder (shared policy) or feedback; '' for other roles.")
     format_ok: bool = Field(description="The coder's reply followed the edit format (true for Critic turns).")
+    has_logprobs: bool = Field(description="The endpoint returned token logprobs for this completion.")
+    logprobs: list[TokenLogprob] = Field(description="Per-token logprobs of the completion; [] when not returned.")
+    completion_logprobs: list[float] | None = Field(
+        description="The sampling policy's logprob of each completion token (for an importance ratio); null without."
+    )
 
 
 class TurnRecord(BaseModel):
