@@ -195,6 +195,8 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
             out = base / f"{export_format}.jsonl"
             asyncio.run(export_trajectories(export_format, out, db_path=story.db))
             story.exports[export_format] = out
+        story.exports["verl"] = base / "verl.parquet"
+        asyncio.run(export_trajectories("verl", story.exports["verl"], db_path=story.db, parquet=True))
         exported = subprocess.run(  # the documented export, through the CLI
             as_run_here(export_words, base, story.db, base_url=""),
             check=False,
@@ -417,6 +419,10 @@ def test_every_format_loads_with_datasets(story, tmp_path, monkeypatch):
     from datasets import load_dataset
 
     for export_format, path in story.exports.items():
+        if path.suffix == ".parquet":  # the verl export
+            dataset = load_dataset("parquet", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
+            assert len(dataset) == len(RUN_IDS) and dataset[0]["extra_info"]["turns"], export_format
+            continue
         dataset = load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
         assert len(dataset) == len(read_jsonl(path)), export_format
     grpo = load_dataset(
@@ -485,6 +491,25 @@ def test_a_scripted_rollout_trains_end_to_end(story, tmp_path, monkeypatch):
     assert report["sources"] == {"chat template": len(records)} and report["with_old_logprobs"] == 0
     assert report["steps"] == 3 and report["truncated"] > 0
     assert AutoModelForCausalLM.from_pretrained(out).config.num_hidden_layers == 2
+
+
+@e2e
+def test_verl_rows_are_the_trajectories_with_their_test_cases(story):
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(story.exports["verl"]).to_pylist()
+    trajectories = {r["trajectory_id"]: r for r in read_jsonl(story.exports["trajectory"])}
+    cases = {
+        record["id"]: [{"task": c["task"], "expected_result": c["expected_result"]} for c in record["ui_instruct"]]
+        for record in read_jsonl(RECORDS)
+    }
+    assert sorted(row["extra_info"]["trajectory_id"] for row in rows) == sorted(RUN_IDS)
+    for index, row in enumerate(rows):
+        info = row["extra_info"]
+        trajectory = trajectories[info["trajectory_id"]]
+        assert info["index"] == index and info["turns"] == trajectory["turns"]
+        assert row["messages"] == trajectory["messages"] and row["prompt"] == trajectory["messages"][:2]
+        assert json.loads(row["reward_model"]["ground_truth"]) == cases[info["group_id"]]
 
 
 @e2e
