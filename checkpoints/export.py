@@ -8,6 +8,7 @@ message, requirement, earlier turns), so each message is read and decoded once.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -32,19 +33,15 @@ from webgen_agent.checkpoints.views import (
     RewardsRecord,
     SftRecord,
     StepGrpoRecord,
-    TokenLogprob,
     TrajectoryRecord,
     TurnRecord,
+    VerlExtraInfo,
+    VerlRecord,
+    VerlReward,
 )
 from webgen_agent.checkpoints.writers import ChatRender, write_records
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import Critique
-
-
-def _logprobs(texts: BlobTexts, digest: str | None) -> list[TokenLogprob]:
-    if not digest:
-        return []
-    return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in texts.json(digest)]
 
 
 def _token_ids(texts: BlobTexts, digest: str | None) -> tuple[list[int] | None, list[int] | None]:
@@ -102,7 +99,7 @@ def step_grpo_records(
         mean, std = stats[group]
         n = trajectory.entry_of[step["index"]]
         entry = trajectory.pool[n]
-        logprobs = _logprobs(texts, step.get("logprobs"))
+        logprobs = texts.logprobs(step.get("logprobs"))
         prompt_ids, completion_ids = _token_ids(texts, step.get("token_ids"))
         yield StepGrpoRecord(
             group_id=group,
@@ -250,6 +247,39 @@ def trajectory_records(
         )
 
 
+def _test_cases(trajectory: Trajectory, texts: BlobTexts) -> str:
+    """The run's requirement list (a WebGen-Bench record's UI test cases) as JSON text."""
+    digest = trajectory.values.get("requirements")
+    cases = texts.json(digest) if digest else []
+    return json.dumps(cases, ensure_ascii=False)
+
+
+def verl_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+) -> Iterator[VerlRecord]:
+    """The trajectory records in verl's layout (data_source, prompt, ability, reward_model, extra_info)
+    plus the multi-turn ``messages``; ``prompt`` is the conversation up to the first assistant turn."""
+    by_id = {t.trajectory_id: t for t in trajectories}
+    for index, record in enumerate(trajectory_records(trajectories, texts, kind=kind)):
+        trajectory = by_id[record.trajectory_id]
+        first_answer = next((n for n, m in enumerate(record.messages) if m.role == "assistant"), len(record.messages))
+        yield VerlRecord(
+            prompt=record.messages[:first_answer],
+            reward_model=VerlReward(ground_truth=_test_cases(trajectory, texts)),
+            extra_info=VerlExtraInfo(
+                index=index,
+                group_id=record.group_id,
+                trajectory_id=record.trajectory_id,
+                instruction=trajectory.run.requirement,
+                status=record.status,
+                turns=record.turns,
+                chosen_step=record.chosen_step,
+                group_trajectories=record.group_trajectories,
+            ),
+            messages=record.messages,
+        )
+
+
 def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "step") -> Iterator[RewardsRecord]:
     for trajectory in trajectories:
         steps = trajectory.steps
@@ -293,6 +323,8 @@ def build_records(
         return rewards_records(trajectories, kind=reward)
     if export_format == "trajectory":
         return trajectory_records(trajectories, texts, kind=reward)
+    if export_format == "verl":
+        return verl_records(trajectories, texts, kind=reward)
     raise ValueError(f"unknown export format {export_format!r}")
 
 

@@ -96,7 +96,9 @@ def webloop_records(
     turns: list[_Turn] = []
     for trajectory in trajectories:
         texts.prefetch(
-            d for s in trajectory.steps for d in (s.get("checks"), s.get("critique"), s.get("critic_prompt"))
+            d
+            for s in trajectory.steps
+            for d in (s.get("checks"), s.get("critique"), s.get("critic_prompt"), s.get("critic_completion"))
         )
         for step in trajectory.steps:
             turns.append(_coder_turn(trajectory, step, texts))
@@ -107,6 +109,7 @@ def webloop_records(
                     turns.append(turn)
     texts.prefetch_prompts(t.step.get("prompt") for t in turns if t.role != "critic")
     texts.prefetch(t.step.get("completion") for t in turns if t.role != "critic")
+    texts.prefetch(t.step.get("critic_logprobs") if t.role == "critic" else t.step.get("logprobs") for t in turns)
     pools: dict[tuple[str, str], list[float]] = defaultdict(list)
     for turn in turns:
         pools[(turn.trajectory.group_id, turn.role)].append(turn.reward)
@@ -120,9 +123,13 @@ def webloop_records(
         critic_prompt, critique = step.get("critic_prompt"), step.get("critique")
         if turn.role == "critic" and critic_prompt and critique:
             prompt = [ChatMessage.model_validate(m) for m in texts.json(critic_prompt)]
-            completion = [ChatMessage(role="assistant", content=texts.text(critique))]
+            # The answer as sampled; runs from before it was kept have only the parsed critique.
+            sampled = step.get("critic_completion")
+            completion = [ChatMessage(role="assistant", content=texts.text(sampled or critique))]
+            logprobs = texts.logprobs(step.get("critic_logprobs"))
         else:
             prompt, completion = texts.prompt(step["prompt"]), [texts.message("assistant", step["completion"])]
+            logprobs = texts.logprobs(step.get("logprobs"))
         records.append(
             WebloopRecord(
                 group_id=turn.trajectory.group_id,
@@ -144,6 +151,11 @@ def webloop_records(
                 critic_verdicts=turn.critic_verdicts,
                 critic_model=step.get("critic_model", "") if turn.role == "critic" else "",
                 format_ok=bool(step.get("format_ok", True)) if turn.role != "critic" else True,
+                has_logprobs=bool(logprobs),
+                logprobs=logprobs,
+                completion_logprobs=[token.logprob for token in logprobs] if logprobs else None,
             )
         )
-    yield from arrow_friendly_order(records, complete=lambda r: bool(r.checks and r.critic_verdicts))
+    # Front: a Critic record with checks and verdicts, and before it one with logprobs too when there is one.
+    records = arrow_friendly_order(records, complete=lambda r: bool(r.checks and r.critic_verdicts))
+    yield from arrow_friendly_order(records, complete=lambda r: bool(r.checks and r.critic_verdicts and r.logprobs))

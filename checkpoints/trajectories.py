@@ -18,7 +18,7 @@ from webgen_agent.checkpoints.rewards import PoolEntry, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.checkpoints.views import ChatMessage
+from webgen_agent.checkpoints.views import ChatMessage, TokenLogprob
 from webgen_agent.core.state import Step
 
 T = TypeVar("T")
@@ -151,6 +151,13 @@ class BlobTexts:
         if refs is None:
             refs = self._refs[digest] = self.json(digest)
         return refs
+
+    def logprobs(self, digest: str | None) -> list[TokenLogprob]:
+        """The token logprobs a step stored (OpenAI's entries, of which ``token`` and ``logprob`` are
+        kept); ``[]`` when none were returned."""
+        if not digest:
+            return []
+        return [TokenLogprob(token=entry["token"], logprob=float(entry["logprob"])) for entry in self.json(digest)]
 
     def message(self, role: str, digest: str) -> ChatMessage:
         key = (role, digest)

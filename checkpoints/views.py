@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from webgen_agent.checkpoints.flat_groups import FlatGroup
 from webgen_agent.core.views import Critique
 
-ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory"]
+ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory", "verl"]
 WebloopRole = Literal["generator", "critic", "refiner"]
 TEXT_FORMATS: tuple[ExportFormat, ...] = (
     "step-grpo",
@@ -170,6 +170,11 @@ class WebloopRecord(BaseModel):
     critic_verdicts: list[str] = Field(description="Critic: its status per requirement id (met/partly/unmet, '' none).")
     critic_model: str = Field(description="Critic: coder (shared policy) or feedback; '' for other roles.")
     format_ok: bool = Field(description="The coder's reply followed the edit format (true for Critic turns).")
+    has_logprobs: bool = Field(description="The endpoint returned token logprobs for this completion.")
+    logprobs: list[TokenLogprob] = Field(description="Per-token logprobs of the completion; [] when not returned.")
+    completion_logprobs: list[float] | None = Field(
+        description="The sampling policy's logprob of each completion token (for an importance ratio); null without."
+    )
 
 
 class TurnRecord(BaseModel):
@@ -198,6 +203,53 @@ class TrajectoryRecord(BaseModel):
     turns: list[TurnRecord] = Field(description="One entry per assistant message, in order.")
     chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
     group_trajectories: int = Field(description="Number of trajectories in the group.")
+
+
+VERL_DATA_SOURCE = "webgen-agent"
+VERL_ABILITY = "web-generation"
+
+
+class VerlReward(BaseModel):
+    """verl's ``reward_model`` column: how the prompt is scored and against what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    style: Literal["model"] = Field(
+        default="model", description="Scored by models (screenshot judge, GUI test), not by a rule."
+    )
+    ground_truth: str = Field(
+        description="The instruction's UI test cases as JSON text ([{task, expected_result}], [] when none)."
+    )
+
+
+class VerlExtraInfo(BaseModel):
+    """verl's ``extra_info`` column: the index verl reads, and the trajectory's credit per turn."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str = Field(default="train", description="Always train (exports are training data).")
+    index: int = Field(description="Row number in the file (verl reads extra_info.index).")
+    group_id: str = Field(description="Instruction id; advantages are normalised over this group.")
+    trajectory_id: str = Field(description="Run id.")
+    instruction: str = Field(description="The instruction (the user's requirement).")
+    status: str = Field(description="Run status.")
+    turns: list[TurnRecord] = Field(description="One entry per assistant message of ``messages``, as in trajectory.")
+    chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
+    group_trajectories: int = Field(description="Number of trajectories in the group.")
+
+
+class VerlRecord(BaseModel):
+    """One trajectory in verl's dataset layout: ``prompt`` for its RL dataset (RLHFDataset), the whole
+    conversation as ``messages`` for its multi-turn SFT dataset, the credit in ``extra_info``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_source: str = Field(default=VERL_DATA_SOURCE, description="Picks the reward function in verl.")
+    prompt: list[ChatMessage] = Field(description="The coder's first prompt: system message and instruction.")
+    ability: str = Field(default=VERL_ABILITY, description="Task category (verl's convention).")
+    reward_model: VerlReward
+    extra_info: VerlExtraInfo
+    messages: list[ChatMessage] = Field(description="The whole conversation, as the trajectory format's.")
 
 
 class ExportReport(BaseModel):

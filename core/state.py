@@ -105,6 +105,8 @@ class Step(TypedDict):
     check_score: NotRequired[float]  # mean credit of those checks (0-1)
     critic_target: NotRequired[int]  # for an execution-free critique: the step whose page it judged
     critic_model: NotRequired[str]  # the model role that answered as Critic (coder or feedback)
+    critic_completion: NotRequired[str | None]  # blob hash of the Critic's answer as sampled (its text)
+    critic_logprobs: NotRequired[str | None]  # blob hash of its token logprobs, when the endpoint returned them
     # "node/role" -> {retries, waited_s, fallback, condensed, reasons}: endpoint trouble met while the
     # step was worked on (waits, fallback model, condensed prompt); never a mark against the step.
     endpoint: NotRequired[dict[str, dict[str, Any]]]
@@ -157,6 +159,8 @@ class StepUpdate(TypedDict, total=False):
     check_score: float
     critic_target: int
     critic_model: str
+    critic_completion: str | None
+    critic_logprobs: str | None
     endpoint: dict[str, dict[str, Any]]
     token_ids: str | None
 

@@ -73,12 +73,17 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Node
     patch: StepUpdate = {
         "index": step["index"],
         "critic_target": target["index"],
-        "critic_prompt": await blobs.aput_json(messages),
+        # The messages that produced the answer (a retry's included): the prompt of the Critic's turn.
+        "critic_prompt": await blobs.aput_json(answer.sent or messages),
         "critic_model": role,
         "tokens": {"code_critic": usage_record(answer.usage)},
     }
     if answer.value is not None:
         patch["critique"] = await blobs.aput_json(answer.value.model_dump())
+        # The sampled text and its logprobs: what an importance ratio for the Critic's turn needs.
+        patch["critic_completion"] = await blobs.aput_text(answer.text)
+        if answer.logprobs is not None:
+            patch["critic_logprobs"] = await blobs.aput_json(answer.logprobs)
         review = format_code_critique(answer.value, requirements)
     else:
         review = f"(The code review failed: {answer.error}.) Check the code against every requirement yourself."

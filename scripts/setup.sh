@@ -31,6 +31,10 @@ PYTHON="${PYTHON:-python3}"
 # machine's package index holds: any other build would download gigabytes.
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e '.[test,train]'
+# verl's dataset classes, which tests/test_verl_export.py reads the verl export with: the package
+# alone and the three packages its dataset code imports (its own requirements pin a training stack,
+# vLLM-era versions and wandb, that the tests do not need).
+.venv/bin/python -m pip install -q --no-deps 'verl==0.9.1' 'tensordict==0.15.3' 'pyvers==0.2.3' 'omegaconf==2.4.0'
 # A real OpenAI-compatible server for tests/test_real_server.py (transformers serve), in a virtualenv
 # of its own: transformers' serving dependencies want click, huggingface-hub and opentelemetry
 # versions that browser-use's exact pins exclude. torch first and alone, as above.

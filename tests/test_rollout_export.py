@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -22,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
+from tests.helpers import checkpoint_count, group_alive, owned_groups
 from tests.postgres import fresh_db
 from webgen_agent.apps.cli.common import split_values
 from webgen_agent.apps.demo import scenario_path, scripted_context
@@ -44,9 +45,45 @@ from webgen_agent.tools.webgen_bench import BenchRecord
 e2e = pytest.mark.e2e  # the tests that use the rollout story (real Chromium)
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
-RUN_IDS = [f"t-{group}-s{k}" for k in range(3) for group in ("recipes", "habits")]
-FAILING = "t-habits-s0"  # its Refiner turn meets the scripted HTTP 500s (see the scenario)
+# docs/exports.md's offline example names no --name: run ids are <data file's name>-<record id>-s<k>.
+RUN_IDS = [f"records-{group}-s{k}" for k in range(3) for group in ("recipes", "habits")]
+FAILING = "records-habits-s0"  # its Refiner turn meets the scripted HTTP 500s (see the scenario)
 CLI = str(Path(sys.executable).parent / "webgen-agent")
+ROOT = Path(__file__).resolve().parents[1]  # the documented commands name files relative to it
+EXPORTS_DOC = ROOT / "docs" / "exports.md"
+DOC_DIR, DOC_PORT = "/tmp/", "8011"  # what the documented commands use, replaced by the test's own
+
+
+def documented_example() -> list[list[str]]:
+    """The commands of docs/exports.md's offline example, each as its argv (comments, line
+    continuations and a trailing ``&`` removed): what the story below runs, so the doc cannot drift."""
+    text = EXPORTS_DOC.read_text()
+    section = text[text.index("## Offline example") :]
+    block = section[section.index("```bash") + len("```bash") : section.index("```", section.index("```bash") + 7)]
+    commands: list[list[str]] = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words and words[-1] == "&":
+            words.pop()
+        if words:
+            commands.append(words)
+    return commands
+
+
+def as_run_here(words: list[str], base: Path, db: str, base_url: str) -> list[str]:
+    """A documented command with only its places swapped for the test's: the CLI of this checkout,
+    the test's folder for /tmp, its database and the scripted server's address."""
+    assert words[0] == "webgen-agent", words
+    swapped = [CLI]
+    for word in words[1:]:
+        if word == f"{DOC_DIR}rollout.db":
+            word = db
+        elif word == f"http://127.0.0.1:{DOC_PORT}/v1":
+            word = base_url
+        elif word.startswith(DOC_DIR):
+            word = str(base / word[len(DOC_DIR) :])
+        swapped.append(word)
+    return swapped
 
 
 @dataclass
@@ -65,38 +102,8 @@ class RolloutStory:
     after: dict[str, RunRecord] = field(default_factory=dict)
     rerun_output: str = ""
     rerun_code: int = 0
+    export_output: str = ""
     exports: dict[str, Path] = field(default_factory=dict)
-
-
-def rollout_command(base: Path, db: str, base_url: str) -> list[str]:
-    return [
-        CLI,
-        "rollout",
-        "--data",
-        str(RECORDS),
-        "--samples",
-        "3",
-        "--workers",
-        "2",
-        "--max-steps",
-        "4",
-        "--gui-max-actions",
-        "3",
-        "--critic",
-        "llm",
-        "--logprobs",
-        "--token-ids",
-        "--name",
-        "t",
-        # The scenario scripts the default profile's judge and verdict (rollout's default is upstream).
-        "--profile",
-        "default",
-        "--out",
-        str(base / "runs"),
-        "--db",
-        db,
-        *scripted_models(base_url),
-    ]
 
 
 def shared_browsers(pid: int) -> int:
@@ -123,7 +130,7 @@ def shared_browsers(pid: int) -> int:
 def run_until_mid_way(story: RolloutStory, command: list[str], env: dict[str, str]) -> None:
     """Run the rollout until one trajectory failed, one finished and others run; then kill -9 it."""
     log = (story.base / "first-run.log").open("w")
-    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 240
     try:
         while True:
@@ -163,11 +170,16 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
     patch.setattr(scripted_server, "request_facts", recording)
     story = RolloutStory(base=base, db=fresh_db(request, base), coder_requests=coder_requests)
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path, "COLUMNS": "200"}
+    server_words, rollout_words, export_words = documented_example()
+    assert server_words == [
+        "webgen-agent", "scripted-server", "--scenario", "apps/scripted/scenarios/rollout.json", "--port", DOC_PORT
+    ]  # fmt: skip
     try:
+        # The documented server, in this process so that its requests can be recorded.
         with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
-            command = rollout_command(base, story.db, server.base_url)
-            # The first run gives up on the coder's scripted HTTP 500s at once (no patience), so one
-            # trajectory fails; the rerun, with the default patience, waits them out and continues it.
+            command = as_run_here(rollout_words, base, story.db, server.base_url)
+            # The first run gives up on the coder's scripted HTTP 500s at once (no patience) and is
+            # killed mid-way; the documented command, run as written, continues and finishes it.
             run_until_mid_way(story, [*command, "--patience", "0"], env)
             story.before_kill = {r.run_id: r for r in RunIndex(story.db).list()}
             story.checkpoints_before = {run_id: checkpoint_count(story.db, run_id) for run_id in story.before_kill}
@@ -176,24 +188,27 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
                 for r in story.before_kill.values()
                 if r.status == "finished"
             }
-            rerun = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300)
+            rerun = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
             story.rerun_output, story.rerun_code = rerun.stdout + rerun.stderr, rerun.returncode
         story.after = {r.run_id: r for r in RunIndex(story.db).list()}
         for export_format in ("sft", "critic", "rewards", "trajectory"):
             out = base / f"{export_format}.jsonl"
             asyncio.run(export_trajectories(export_format, out, db_path=story.db))
             story.exports[export_format] = out
-        out = base / "step-grpo.jsonl"  # one format through the CLI too
-        exported = subprocess.run(
-            [CLI, "export", "--format", "step-grpo", "--out", str(out), "--db", str(story.db)],
+        story.exports["verl"] = base / "verl.parquet"
+        asyncio.run(export_trajectories("verl", story.exports["verl"], db_path=story.db, parquet=True))
+        exported = subprocess.run(  # the documented export, through the CLI
+            as_run_here(export_words, base, story.db, base_url=""),
             check=False,
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
+            cwd=ROOT,
         )
-        assert exported.returncode == 0, exported.stdout + exported.stderr
-        story.exports["step-grpo"] = out
+        story.export_output = exported.stdout + exported.stderr
+        assert exported.returncode == 0, story.export_output
+        story.exports["step-grpo"] = base / "steps.jsonl"
     finally:
         patch.undo()
         Resources.reap_orphans(story.db)  # whatever a failed rerun left behind
@@ -240,6 +255,17 @@ def test_rerun_finishes_the_rest_without_redoing_finished_trajectories(story):
     assert story.checkpoints_before[FAILING] > 0
     assert f"{len(story.finished_before)} finished before" in story.rerun_output
     assert {r.group_id for r in story.after.values()} == {"recipes", "habits"}
+
+
+@e2e
+def test_the_documented_example_gives_training_signal(story):
+    """docs/exports.md's offline example, run as written, says every group has signal and its export
+    has advantages of both signs (not the silent all-zero data of a judge that never answered)."""
+    assert "0 of 2 groups with finished trajectories have zero reward variance" in story.rerun_output
+    assert "zero reward variance" not in story.export_output, story.export_output
+    advantages = [r["advantage"] for r in read_jsonl(story.exports["step-grpo"])]
+    assert min(advantages) < 0 < max(advantages)
+    assert sum(a != 0 for a in advantages) > len(advantages) // 2
 
 
 @e2e
@@ -393,6 +419,10 @@ def test_every_format_loads_with_datasets(story, tmp_path, monkeypatch):
     from datasets import load_dataset
 
     for export_format, path in story.exports.items():
+        if path.suffix == ".parquet":  # the verl export
+            dataset = load_dataset("parquet", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
+            assert len(dataset) == len(RUN_IDS) and dataset[0]["extra_info"]["turns"], export_format
+            continue
         dataset = load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
         assert len(dataset) == len(read_jsonl(path)), export_format
     grpo = load_dataset(
@@ -464,9 +494,28 @@ def test_a_scripted_rollout_trains_end_to_end(story, tmp_path, monkeypatch):
 
 
 @e2e
+def test_verl_rows_are_the_trajectories_with_their_test_cases(story):
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(story.exports["verl"]).to_pylist()
+    trajectories = {r["trajectory_id"]: r for r in read_jsonl(story.exports["trajectory"])}
+    cases = {
+        record["id"]: [{"task": c["task"], "expected_result": c["expected_result"]} for c in record["ui_instruct"]]
+        for record in read_jsonl(RECORDS)
+    }
+    assert sorted(row["extra_info"]["trajectory_id"] for row in rows) == sorted(RUN_IDS)
+    for index, row in enumerate(rows):
+        info = row["extra_info"]
+        trajectory = trajectories[info["trajectory_id"]]
+        assert info["index"] == index and info["turns"] == trajectory["turns"]
+        assert row["messages"] == trajectory["messages"] and row["prompt"] == trajectory["messages"][:2]
+        assert json.loads(row["reward_model"]["ground_truth"]) == cases[info["group_id"]]
+
+
+@e2e
 def test_export_reads_the_groups_asked_for(story):
     trajectories = asyncio.run(load_trajectories(story.db, groups=["habits"]))
-    assert sorted(t.trajectory_id for t in trajectories) == ["t-habits-s0", "t-habits-s1", "t-habits-s2"]
+    assert sorted(t.trajectory_id for t in trajectories) == [f"records-habits-s{k}" for k in range(3)]
     assert all(t.run.status == "finished" for t in trajectories)
 
 

@@ -1,5 +1,6 @@
-"""The WebLoop loop end to end on the scripted server: a ``--loop webloop --shared-policy`` rollout
-through the CLI, its ``--format webloop`` export, and D and H recomputed from the stored checks.
+"""The WebLoop loop end to end on the scripted server: a ``--loop webloop --logprobs`` rollout through
+the CLI (shared policy by default), its ``--format webloop`` export with every role's sampled text and
+logprobs, and D and H recomputed from the stored checks.
 
 Scenario ``webloop``: one instruction with two test cases, two samples. The generated page passes
 the counter check and fails the footer check. One critique judges both right (D = 1) and its
@@ -22,6 +23,8 @@ import pytest
 
 from tests.helpers import scripted_models
 from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.rollout.service import rollout_context
+from webgen_agent.apps.rollout.settings import rollout_shared_policy
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import load_trajectories
@@ -74,8 +77,8 @@ def story(tmp_path_factory, chromium_path) -> Story:
             "--workers",
             "2",
             "--loop",
-            "webloop",
-            "--shared-policy",
+            "webloop",  # the coder answers as Critic by default (one policy in every role)
+            "--logprobs",
             "--critique-rounds",
             "1",
             "--max-steps",
@@ -149,6 +152,37 @@ def test_one_record_per_role_turn(story):
         assert is_conversational(record)
         if record["role"] == "critic":
             assert CodeCritique.model_validate_json(completion["content"])
+
+
+@e2e
+def test_every_role_turn_carries_the_logprobs_of_its_sampled_completion(story):
+    """Generator, Critic and Refiner alike: the endpoint's logprobs (the scripted server's are 0) of
+    exactly the exported completion, so that an importance ratio can be computed for every turn."""
+    assert {r["role"] for r in story.records} == {"generator", "critic", "refiner"}
+    for record in story.records:
+        (completion,) = record["completion"]
+        assert record["has_logprobs"] is True, record["role"]
+        assert "".join(t["token"] for t in record["logprobs"]) == completion["content"], record["role"]
+        assert (
+            record["completion_logprobs"]
+            == [t["logprob"] for t in record["logprobs"]]
+            == [0.0] * len(record["logprobs"])
+        )
+
+
+@e2e
+def test_the_critic_turn_is_its_sampled_text_and_the_prompt_that_produced_it(story):
+    trajectories = {t.trajectory_id: t for t in asyncio.run(load_trajectories(story.db))}
+    store = BlobStore(story.db)
+    try:
+        for record in (r for r in story.records if r["role"] == "critic"):
+            step = trajectories[record["trajectory_id"]].steps[record["step"]]
+            sampled = store.get(step["critic_completion"]).decode()
+            assert record["completion"][0]["content"] == sampled  # as sampled, not re-serialised
+            assert sampled != store.get(step["critique"]).decode()  # what was exported before it was kept
+            assert record["prompt"] == store.get_json(step["critic_prompt"])
+    finally:
+        store.close()
 
 
 @e2e
@@ -233,3 +267,15 @@ def test_requirements_are_written_once_per_instruction_and_shared(tmp_path, chro
             assert stored_checks(store, trajectory.steps[0]) == ["YES", "NO"]
     finally:
         store.close()
+
+
+def test_a_webloop_rollout_shares_the_policy_unless_told_and_asks_a_separate_critic_for_logprobs():
+    assert rollout_shared_policy("webloop", None) is True
+    assert rollout_shared_policy("webloop", False) is False
+    assert rollout_shared_policy(None, None) is False and rollout_shared_policy("single", None) is False
+    base = scripted_context("http://127.0.0.1:1/v1", loop="webloop")
+    separate = rollout_context(base, logprobs=True)
+    assert separate.coder.logprobs and separate.feedback.logprobs  # the separate Critic's turns are trained too
+    shared = rollout_context(base.model_copy(update={"shared_policy": True}), logprobs=True)
+    assert shared.coder.logprobs and not shared.feedback.logprobs
+    assert not rollout_context(base).feedback.logprobs

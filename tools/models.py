@@ -122,6 +122,13 @@ class StructuredAnswer(BaseModel, Generic[T]):
     usage: Usage = Field(default_factory=Usage)
     attempts: int = 0
     seconds: float = 0.0
+    text: str = Field(default="", description="The used answer's text exactly as sampled (before parsing).")
+    sent: list[dict[str, Any]] | None = Field(
+        default=None, description="The messages that produced the used answer (earlier attempts' retries included)."
+    )
+    logprobs: list[dict[str, Any]] | None = Field(
+        default=None, description="Per-token logprobs of the used answer, when asked for and returned."
+    )
 
 
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
@@ -278,12 +285,17 @@ async def _call(
     raise ModelCallError(f"{role} model {settings.model!r}: the prompt is too long for the endpoint even condensed")
 
 
+def _logprobs(reply: AIMessage) -> list[dict[str, Any]] | None:
+    """The per-token logprobs the endpoint returned with the answer (OpenAI's ``logprobs.content``)."""
+    return (reply.response_metadata.get("logprobs") or {}).get("content")
+
+
 async def complete(settings: ModelSettings, role: Role, messages: list[Message]) -> Completion:
     """One chat completion; raises ModelCallError when the endpoint stays unusable (after patience and fallback)."""
     started = time.monotonic()
     reply, sent, endpoint = await _call(settings, role, messages)
     assert isinstance(reply, AIMessage)  # without a schema every problem is raised
-    logprobs = (reply.response_metadata.get("logprobs") or {}).get("content") if settings.logprobs else None
+    logprobs = _logprobs(reply) if settings.logprobs else None
     usage = _usage(reply)
     spend(role, usage)
     return Completion(
@@ -376,7 +388,7 @@ async def ask_structured(
     while answer.attempts < attempts:
         answer.attempts += 1
         try:
-            raw, _, _ = await _call(settings, role, conversation, response_format(schema) if use_schema else None)
+            raw, sent, _ = await _call(settings, role, conversation, response_format(schema) if use_schema else None)
         except ModelCallError as exc:
             if not (use_schema and _rejects_response_format(exc)):
                 raise
@@ -398,6 +410,9 @@ async def ask_structured(
             if not problem:
                 try:
                     answer.value = parse_json_answer(text, schema, strict=strict)
+                    # What a trainer needs of the sampled answer: its text, its prompt and its logprobs.
+                    answer.text, answer.sent = text, sent
+                    answer.logprobs = _logprobs(raw) if settings.logprobs else None
                     break
                 except (ValidationError, ValueError) as exc:
                     problem = validation_summary(exc, limit=1)

@@ -23,7 +23,6 @@ from webgen_agent.apps.cli.common import (
     RoundsFlag,
     RunsPerActorFlag,
     ScaffoldFlag,
-    SharedPolicyFlag,
     check_before_run,
     console,
     db_option,
@@ -44,6 +43,7 @@ from webgen_agent.apps.rollout.settings import (
     ROLLOUT_SAMPLES,
     ROLLOUT_TEMPERATURE,
     ROLLOUT_TOP_P,
+    rollout_shared_policy,
 )
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.flat_groups import FlatGroup
@@ -75,7 +75,9 @@ def rollout(
     out: Annotated[
         Path | None, typer.Option(help="Folder for the trajectories' outputs (default: ./webgen-runs/NAME).")
     ] = None,
-    logprobs: Annotated[bool, typer.Option(help="Ask the coder endpoint for token logprobs (exported).")] = False,
+    logprobs: Annotated[
+        bool, typer.Option(help="Ask for token logprobs of the trained turns: the coder's, and webloop's Critic's.")
+    ] = False,
     token_ids: Annotated[
         bool,
         typer.Option(help="Also ask for token ids (vLLM's return_token_ids; exported). Not for OpenAI's API."),
@@ -91,7 +93,14 @@ def rollout(
     cpus_per_run: CpusPerRunFlag = 1.0,
     loop: LoopFlag = None,
     critique_rounds: RoundsFlag = None,
-    shared_policy: SharedPolicyFlag = False,
+    shared_policy: Annotated[
+        bool | None,
+        typer.Option(
+            "--shared-policy/--separate-critic",
+            help="webloop: the coder model answers as Critic too (the default with --loop webloop: every "
+            "turn comes from the trained policy), or the feedback model does.",
+        ),
+    ] = None,
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
     reward: Annotated[
@@ -124,7 +133,7 @@ def rollout(
             gui_max_actions=gui_max_actions,
             profile=profile,
             requirement_checks=True if reward == "cascaded" else None,
-            **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
+            **loop_overrides(loop, critique_rounds, rollout_shared_policy(loop, shared_policy), scaffold, max_pages),
         ),
         max_steps=max_steps,
         temperature=temperature,
@@ -196,7 +205,7 @@ def rollout(
 @app.command()
 def export(
     export_format: Annotated[
-        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards or webloop.")
+        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards, webloop or verl.")
     ],
     out: Annotated[Path, typer.Option(help="Output file (JSON lines, or parquet with --parquet).", dir_okay=False)],
     groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,

@@ -111,7 +111,11 @@ def rollout_context(
     coder = context.coder.model_copy(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
-    return context.model_copy(update={"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False})
+    update: dict[str, Any] = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
+    if logprobs and context.loop == "webloop" and not context.shared_policy:
+        # A separate Critic's turns are training data too (the webloop export): its logprobs as well.
+        update["feedback"] = context.feedback.model_copy(update={"logprobs": True})
+    return context.model_copy(update=update)
 
 
 class TrajectoryDriver:
