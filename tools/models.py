@@ -122,6 +122,7 @@ class StructuredAnswer(BaseModel, Generic[T]):
     usage: Usage = Field(default_factory=Usage)
     attempts: int = 0
     seconds: float = 0.0
+    last_text: str = Field(default="", description="The text of the last answer (the upstream profile reads it).")
 
 
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
@@ -393,6 +394,7 @@ async def ask_structured(
             answer.usage = answer.usage + _usage(raw)
             spend(role, _usage(raw))
             text = _text(raw)
+            answer.last_text = text
             refusal = raw.additional_kwargs.get("refusal")
             problem = f"the model refused: {' '.join(str(refusal).split())[:200]}" if refusal else ""
             if not problem:

@@ -107,11 +107,14 @@ def rollout_context(
     token_ids: bool = False,
 ) -> AgentContext:
     """The run context for rollouts: no backtracking or best-step selection (the trajectory as
-    sampled is the training signal), a short step budget, and the coder sampled hot."""
+    sampled is the training signal), a short step budget, the coder sampled hot, and the
+    profile's rollout environment."""
     coder = context.coder.model_copy(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
-    return context.model_copy(update={"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False})
+    update = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
+    # Observations as the profile's rollout environment makes them (docs/fidelity.md).
+    return context.model_copy(update={**update, "environment": "rollout"})
 
 
 class TrajectoryDriver:
