@@ -419,3 +419,21 @@ async def test_the_upstream_capture_waits_a_fixed_time_after_load(shared_browser
     # captures the page as soon as its network is idle.
     assert "Ready" in waited.visible_text and waited.seconds >= UPSTREAM_SLEEP_S
     assert "Loading" in settled.visible_text
+
+
+@pytest.mark.parametrize("environment", ["inference", "rollout"])
+async def test_a_control_replys_files_are_written_before_the_gui_test_in_rollouts_only(node_harness, environment):
+    from webgen_agent.nodes.gui_tester import gui_tester
+
+    reply = f"{artifact(('notes.html', '<h1>Notes</h1>'))}\n{VALIDATED}"
+    store = node_harness.store
+    control = node_harness.step(1, action="screenshot_validated", tests_step=0, completion=store.put_text(reply))
+    state = node_harness.state(
+        steps=[node_harness.step(0), control], current=1, edit_step=0, test_instruction="Open the notes."
+    )
+    run = await node_harness.run(gui_tester, state, profile="upstream", environment=environment)
+    written = reference_rollout_turn(reply)[2] if environment == "rollout" else {}
+    files = store.manifest(run.update["files"]) if run.update.get("files") else {}
+    assert set(written) <= set(files) and bool(files) == bool(written)
+    if written:  # with the vite.config.js the profile writes, recorded on the control step
+        assert "vite.config.js" in files and run.update["steps"][0]["files"] == run.update["files"]
