@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.loops import LoopName
 from webgen_agent.core.price_table import listed_price
-from webgen_agent.core.profiles import Profile, profile_rules
+from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
 from webgen_agent.core.views import ReviewPoint
 
 Role = Literal["coder", "vlm", "feedback"]
@@ -217,6 +217,11 @@ class AgentContext(BaseModel):
     profile: Profile = Field(
         default="default",
         description="upstream: WebGen-Agent's rules, step for step; default: this project's (docs/fidelity.md).",
+    )
+    environment: EnvironmentName = Field(
+        default="inference",
+        description="inference: an agent run's observations; rollout: a Step-GRPO rollout's (the "
+        "upstream profile's differ, docs/fidelity.md). `rollout` sets it.",
     )
     viewport_width: int = Field(default=1280, ge=320, description="Capture and GUI-agent window (upstream: 1024).")
     viewport_height: int = Field(default=800, ge=240, description="Capture and GUI-agent window (upstream: 768).")

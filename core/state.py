@@ -93,6 +93,9 @@ class Step(TypedDict):
     gui_run: NotRequired[str | None]  # blob hash of the GUI run record (actions, answer)
     visible_error: NotRequired[str]  # upstream profile: an error the VLM read off the screenshot
     judge_error: NotRequired[str]  # why the screenshot judge gave no usable answer (its grade is then 0)
+    # upstream profile: the step raised (a judge reply with no JSON object); it is never ranked, and
+    # the run restarts from its best good step before every later step (docs/fidelity.md)
+    exception: NotRequired[str]
     gui_error: NotRequired[str]  # upstream profile: why the GUI test could not run
     critique: NotRequired[str | None]  # blob hash of the llm Critic's answer
     critic_prompt: NotRequired[str | None]  # blob hash of the JSON messages the llm Critic was sent
@@ -147,6 +150,7 @@ class StepUpdate(TypedDict, total=False):
     gui_run: str | None
     visible_error: str
     judge_error: str
+    exception: str
     gui_error: str
     critique: str | None
     critic_prompt: str | None
@@ -286,6 +290,9 @@ class AgentState(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile  # the rules the run followed (exports read it)
+    # Steps that raised so far (upstream profile). Once one did, every later step starts from the
+    # best good step (WebGen-Agent's restart flag is never reset); past the limit the run ends.
+    restarts: int
     requirements: list[RequirementCheck] | None  # the instruction's requirement list (checks, execution-free critic)
 
 
@@ -314,4 +321,5 @@ class NodeUpdate(TypedDict, total=False):
     chosen_step: int | None
     site_dir: str | None
     profile: Profile
+    restarts: int
     requirements: list[RequirementCheck] | None

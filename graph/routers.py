@@ -17,7 +17,7 @@ from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.error_count import error_count
 from webgen_agent.core.loops import loop_rules
-from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles import EnvironmentName, environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, conversation_of
 
 
@@ -33,6 +33,7 @@ class RoutingLimits(Protocol):
     backtrack: bool
     appearance_threshold: int
     profile: Profile
+    environment: EnvironmentName
     loop: LoopName
     critique_rounds: int
     requirement_checks: bool | None
@@ -64,6 +65,17 @@ def limits_of(limits: RoutingLimits | None) -> RoutingLimits:
 
 def _should_backtrack(state: AgentState, context: RoutingLimits) -> bool:
     return context.backtrack and error_count(state) >= context.error_limit
+
+
+def _restarting(state: AgentState) -> bool:
+    """A step raised earlier (upstream profile): every later step starts from the best good step."""
+    return state.get("restarts", 0) > 0
+
+
+def _after_exception(state: AgentState, context: RoutingLimits) -> Literal["backtrack", "finalize"]:
+    """The step raised: restart from the best good step, or end once the restarts are used up."""
+    limit = environment_rules(context.profile, context.environment).restart_limit or 0
+    return "finalize" if state.get("restarts", 0) > limit else "backtrack"
 
 
 def _budget_spent(state: AgentState, context: RoutingLimits) -> bool:
@@ -156,8 +168,10 @@ def _after_judgement(state: AgentState, context: RoutingLimits) -> Literal["gui_
 
 def route_after_judge(
     state: AgentState, limits: RoutingLimits | None = None
-) -> Literal["checker", "gui_tester", "critic", "backtrack"]:
+) -> Literal["checker", "gui_tester", "critic", "backtrack", "finalize"]:
     context = limits_of(limits)
+    if state["steps"][state["current"]].get("exception"):
+        return _after_exception(state, context)
     return "checker" if checks_on(context) else _after_judgement(state, context)
 
 
@@ -189,10 +203,12 @@ def route_after_gui(
 
 def route_after_critic(
     state: AgentState, limits: RoutingLimits | None = None
-) -> Literal["refiner", "finalize", "budget"]:
+) -> Literal["refiner", "finalize", "budget", "backtrack"]:
     context = limits_of(limits)
     if _budget_spent(state, context):
         return "finalize"
+    if _restarting(state):  # WebGen-Agent's restart flag is never reset
+        return "backtrack"
     return "budget" if over_budget(state, context) else "refiner"
 
 

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, error_count
-from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, node, store
@@ -25,6 +25,9 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     after = state["current"]
     rules = profile_rules(runtime.context.profile)
     target = best_good_step(state["steps"], rules.selection)
+    why = f"{count} consecutive errored steps"
+    if state.get("restarts", 0) and count < runtime.context.error_limit:
+        why = "a step raised earlier: every step restarts from the best good step"
     if target is None:
         restart: Update = {
             "conversation": [],
@@ -37,7 +40,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
                     "kind": "restart",
                     "after_step": after,
                     "target_step": None,
-                    "reason": f"{count} consecutive errored steps and no good step to return to",
+                    "reason": f"{why}, and no good step to return to",
                 }
             ],
         }
@@ -48,7 +51,11 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     ]
     if not rules.backtrack_note:
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
-        feedback = target.get("feedback") or await blobs.aput_text(await upstream_step_feedback(state, target))
+        feedback = target.get("feedback") or await blobs.aput_text(
+            await upstream_step_feedback(
+                state, target, environment_rules(runtime.context.profile, runtime.context.environment)
+            )
+        )
     else:
         note = prompts.BACKTRACK_NOTE.format(
             count=count,
@@ -69,7 +76,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
                 "kind": "backtrack",
                 "after_step": after,
                 "target_step": target["index"],
-                "reason": f"{count} consecutive errored steps",
+                "reason": why,
             }
         ],
     }

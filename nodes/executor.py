@@ -18,7 +18,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.store import SKIPPED_DIRS, BlobStore
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
@@ -36,6 +36,7 @@ from webgen_agent.tools.bolt import FileAction, parse_reply
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
 from webgen_agent.tools.site import ExecutionResult, ServedModule, SiteRunner
+from webgen_agent.tools.site.project import write_default_vite_config
 from webgen_agent.tools.workspace import apply_files
 
 MAX_LOG_BYTES = 200_000  # of the server's log kept for the upstream profile's feedback
@@ -161,7 +162,9 @@ class WrittenEdit:
 async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner, blobs: BlobStore) -> WrittenEdit:
     """Write the reply's files and run its shell actions (each put to the reviewer first, if asked)."""
     step = current_step(state)
-    parsed = parse_reply(await blobs.aget_text(step["completion"]), profile_rules(context.profile).replies)
+    parsed = parse_reply(
+        await blobs.aget_text(step["completion"]), environment_rules(context.profile, context.environment).replies
+    )
     # shell review: every command is put to the reviewer first, before anything is written or run, so
     # the executor, run again from its start on each resume, runs no command twice.
     commands: list[str | None] = list(parsed.shell)
@@ -182,6 +185,8 @@ async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner,
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
     written = [f for f in parsed.files if f.path not in refusals]
     applied = await asyncio.to_thread(apply_files, workspace, written)
+    if profile_rules(context.profile).default_vite_config:
+        await asyncio.to_thread(write_default_vite_config, workspace)
     problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
     problems += review_notes
     for asked, command in zip(parsed.shell, commands, strict=True):
@@ -269,6 +274,7 @@ async def capture_site(
         viewport=(context.viewport_width, context.viewport_height),
         timeout_s=context.page_timeout_s,
         offline=context.offline_pages,
+        wait_s=profile_rules(context.profile).capture_wait_s,
     )
     execution["capture_s"] = capture.seconds
     site.note_page(capture.module_paths, capture.failed_module_paths)

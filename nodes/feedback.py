@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webgen_agent.core.profiles import EnvironmentRules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
@@ -62,13 +63,14 @@ def format_critique(critique: Critique) -> str:
     return f"Requirement check:\n{checks}\n\nDiagnosis: {critique.diagnosis}\n\nRepair plan:\n{plan}"
 
 
-def _clipped_log(text: str, *, lines: int = 50, chars: int = 5000) -> str:
-    """A long log cut the way WebGen-Agent cuts it: its first and last lines, then its first and last characters."""
+def clipped_log(text: str, *, whole_up_to: int, lines: int = 50, chars: int = 5000) -> str:
+    """A long log cut the way WebGen-Agent cuts it: over 500 lines, its first and last 50; then over
+    ``whole_up_to`` characters (agent loop 50,000, rollout environment 10,000), its first and last 5,000."""
     rows = text.replace("\x00", "").split("\n")
     if len(rows) > 10 * lines:
         rows = [*rows[:lines], "......\n[Truncated]\n......", *rows[-lines:]]
     text = "\n".join(rows)
-    if len(text) > 10 * chars:
+    if len(text) > whole_up_to:
         return (
             f"{text[:chars]}\n......\n[Truncated]\n......\n{text[-chars:]}".strip()
             + "\n\n...... [Output Too Long, Truncated]"
@@ -76,13 +78,30 @@ def _clipped_log(text: str, *, lines: int = 50, chars: int = 5000) -> str:
     return text.strip()
 
 
-def upstream_feedback(requirement: str, step: Step, tested: Step | None, logs: dict[str, str]) -> str:
+# The agent does not know the coder's tokenizer: a token is counted as this many characters
+# (code and English text with Qwen2.5's tokenizer run at about 3 to 4), so the cut keeps at least
+# what upstream's tokenizer cut keeps (docs/fidelity.md).
+CHARS_PER_TOKEN = 4
+
+
+def cut_observation(text: str, tokens: int | None) -> str:
+    """The feedback as WebGen-RL's rollout cuts an observation: its first ``tokens`` tokens."""
+    if tokens is None or len(text) <= tokens * CHARS_PER_TOKEN:
+        return text
+    return text[: tokens * CHARS_PER_TOKEN]
+
+
+def upstream_feedback(
+    requirement: str, step: Step, tested: Step | None, logs: dict[str, str], environment: EnvironmentRules
+) -> str:
     """WebGen-Agent's feedback after a code edit or a GUI test, in this project's words.
 
     In order: the install line, the start line, then the screenshot's error, description and
     suggestions (after an edit) or the GUI test's outcome (after screenshot_validated); then what
     failed and the request to fix it, or the request to send the next signal; then the
-    instruction and the whole-files reminder. No grade is ever shown.
+    instruction and the whole-files reminder. No grade is ever shown. ``environment``: the agent
+    loop's or the rollout environment's (a grade <= 1 is an error there, the log is cut shorter and
+    the whole observation is cut at 5,000 tokens).
     """
     say = prompts.UPSTREAM_FEEDBACK
     gui = step["action"] == "screenshot_validated"
@@ -98,7 +117,8 @@ def upstream_feedback(requirement: str, step: Step, tested: Step | None, logs: d
     else:
         parts.append(say["install_ok"])
     if execution is not None and execution.get("start_error"):
-        parts.append(f"{say['start_failed']}\n\n{_clipped_log(logs.get('server', ''))}")
+        server_log = clipped_log(logs.get("server", ""), whole_up_to=environment.start_log_chars)
+        parts.append(f"{say['start_failed']}\n\n{server_log}")
         closing.append(say["service_failed"])
         stages.append("service starting")
     else:
@@ -132,19 +152,23 @@ def upstream_feedback(requirement: str, step: Step, tested: Step | None, logs: d
         if not (visible_error or description or suggestions):
             parts.append(say["no_description"])
             stages.append("screenshot description")
-    if stages:
+    # WebGen-RL: a graded screenshot this low is an error with no stage named (the list stays empty).
+    low = environment.grade_error_at
+    low_grade = not gui and bool(step.get("screenshot")) and low is not None and step["screenshot_score"] <= low
+    if stages or low_grade:
         closing.append(say["fix"].format(stages=", ".join(stages)))
     else:
         closing.append(say["ask_finish"] if gui else say["ask_validated"])
-    return (
+    text = (
         "\n\n".join(parts)
         + "\n\n"
         + "\n".join(closing)
         + f"\n\n{say['instruction']}\n\n{requirement.strip()}\n\n{say['reminder']}"
     )
+    return cut_observation(text, environment.observation_tokens)
 
 
-async def upstream_step_feedback(state: AgentState, step: Step) -> str:
+async def upstream_step_feedback(state: AgentState, step: Step, environment: EnvironmentRules) -> str:
     """``upstream_feedback`` for a step of the run, its logs read from the store."""
     tests_step = step["tests_step"]
     tested = state["steps"][tests_step] if tests_step is not None else None
@@ -152,4 +176,4 @@ async def upstream_step_feedback(state: AgentState, step: Step) -> str:
     execution = source.get("execution") if source is not None else None
     logs_hash = execution.get("logs") if execution is not None else None
     logs = await get_resources().store.aget_json(logs_hash) if logs_hash else {}
-    return upstream_feedback(state["requirement"], step, tested, logs)
+    return upstream_feedback(state["requirement"], step, tested, logs, environment)

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.loops import loop_rules
-from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
@@ -123,7 +123,9 @@ async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conve
         sent, completion = await ask_coder(runtime.context, conversation, kept=True)
         spent = spent + completion.usage
         index = len(state.get("steps") or [])
-        parsed = parse_reply(completion.text, profile_rules(runtime.context.profile).replies)
+        parsed = parse_reply(
+            completion.text, environment_rules(runtime.context.profile, runtime.context.environment).replies
+        )
         decision = ask_review(
             ReviewRequest(
                 point="plan",

@@ -8,15 +8,18 @@ test (for a ``screenshot_validated`` turn, the edit step before it).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
+from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes.common import (
+    WORKSPACE_MARKER,
     NodeResult,
     Update,
     current_step,
@@ -33,9 +36,13 @@ from webgen_agent.nodes.gui_testing import (
 )
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
+from webgen_agent.tools.site import ServedModule, SiteRunner
+from webgen_agent.tools.site.project import write_default_vite_config
+from webgen_agent.tools.workspace import apply_files
 
 
 async def page_paths(step: Step) -> list[str]:
@@ -61,8 +68,15 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         instruction, usage = await write_test_instruction(context, state["requirement"])
         update["test_instruction"] = instruction
 
-    site = resources.site(await prepared_workspace(state), context)
-    served = await site.ensure_running(None)  # restarts a server that died since the edit step
+    workspace = await prepared_workspace(state)
+    site = resources.site(workspace, context)
+    written = await write_control_files(state, context, site, workspace)
+    if written is not None:
+        update["files"], update["steps"] = written.files, [written.patch]
+    changed = written.paths if written is not None else None
+    served_before = written.served_before if written is not None else None
+    # Restarts a server that died since the edit step; a kept one serves the written files first.
+    served = await site.ensure_running(changed, served_before=served_before)
     if not served.ok or not served.url:
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
     else:
@@ -106,7 +120,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         result = upstream_update(
             state, step, target, upstream, await asyncio.to_thread(_run_record, instruction, run), usage
         )
-        return NodeResult({**update, **result.update}, result.message)
+        steps = [*update.get("steps", []), *result.update.get("steps", [])]
+        return NodeResult({**update, **result.update, "steps": steps}, result.message)
     answer = await ask_structured(
         context.feedback,
         "feedback",
@@ -140,8 +155,53 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
             }
         )
     patches.append(own)
-    update["steps"] = patches
+    update["steps"] = [*update.get("steps", []), *patches]
     return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")
+
+
+@dataclass
+class ControlFiles:
+    """The files a control reply held, written before its GUI test (WebGen-RL's rollout environment)."""
+
+    files: str  # the workspace's snapshot after the write
+    patch: StepUpdate  # the control step's files, what changed and any refused path
+    paths: set[str]  # the written paths, for the kept dev server's freshness check
+    served_before: dict[str, ServedModule]
+
+
+async def write_control_files(
+    state: AgentState, context: AgentContext, site: SiteRunner, workspace: Path
+) -> ControlFiles | None:
+    """Write the files of an artifact inside the control reply, when the reply format keeps them.
+
+    WebGen-RL rebuilds the workspace from every assistant turn before each observation, a control
+    turn's files included (RL feedback/file_management.py ``create_workspace``); the agent loop
+    never writes them. None when there is nothing to write.
+    """
+    step = current_step(state)
+    blobs = get_resources().store
+    reply = await blobs.aget_text(step["completion"])
+    files = parse_reply(reply, environment_rules(context.profile, context.environment).replies).files
+    if not files:
+        return None
+    paths = {f.path.strip().lstrip("./") for f in files}
+    served_before = await site.served_modules(paths)
+    base = state.get("files")
+    before = await blobs.amanifest(base) if base else {}
+    applied = await asyncio.to_thread(apply_files, workspace, files)
+    if profile_rules(context.profile).default_vite_config:
+        await asyncio.to_thread(write_default_vite_config, workspace)
+    snapshot = await asyncio.to_thread(blobs.snapshot, workspace)
+    await asyncio.to_thread((workspace / WORKSPACE_MARKER).write_text, snapshot)
+    after = await blobs.amanifest(snapshot)
+    patch: StepUpdate = {
+        "index": step["index"],
+        "files": snapshot,
+        "base_files": base,
+        "changed": sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p)),
+        "problems": [*step["problems"], *(f"{path}: {why}" for path, why in applied.refused.items())],
+    }
+    return ControlFiles(files=snapshot, patch=patch, paths=paths, served_before=served_before)
 
 
 def _run_record(instruction: str, run: GuiRun) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, Settings, find_chromium
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiSession, open_gui_session
 from webgen_agent.tools.process import ProcessRegistry
@@ -126,6 +127,7 @@ class Resources:
     def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
         key = workspace.resolve()
         runner = self._sites.get(key)
+        rules = profile_rules(context.profile)
         if runner is None:
             runner = SiteRunner(
                 key,
@@ -135,6 +137,8 @@ class Resources:
                 log_dir=key.parent / "logs",
                 deps_cache_dir=self.deps_cache_dir,
                 sandbox=context.sandbox,
+                install_retries=rules.install_retries,
+                static_sites=rules.static_sites,
             )
             self._sites[key] = runner
         return runner

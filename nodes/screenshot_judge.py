@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import ERRORED_SCORE, profile_rules
+from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, current_step, node, store, usage_record
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.models import ask_structured
+from webgen_agent.tools.models import StructuredAnswer, Usage, ask_structured
 
 # A step whose screenshot is graded at or below this counts as errored (as upstream).
 # A grade still pending after this long: the GUI test's browser session is opened meanwhile.
@@ -98,17 +99,67 @@ def judge_failure(*errors: str | None) -> str:
     return "; ".join(error for error in errors if error)
 
 
+# WebGen-Agent reads a judge reply's JSON as the text from its first "{" to its last "}"; a reply
+# with none raises (A utils/get_screenshot_description.py `parse_json_output`).
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def raised(answer: StructuredAnswer) -> bool:
+    """Whether WebGen-Agent's parser would raise on this answer: no usable value and no JSON object."""
+    return answer.value is None and not _JSON_OBJECT.search(answer.last_text)
+
+
+def exception_update(state: AgentState, step: Step, limit: int, why: str, usage: Usage) -> NodeResult:
+    """A step that raised: never ranked; the run restarts before every later step, and ends once
+    more steps raised than ``limit`` restarts allow (WebGen-Agent's ``run``)."""
+    restarts = state.get("restarts", 0) + 1
+    over = restarts > limit
+    update: Update = {
+        "steps": [
+            {
+                "index": step["index"],
+                "screenshot_score": 0,
+                "judge_error": why,
+                "exception": why,
+                "errored": True,
+                "tokens": {"screenshot_judge": usage_record(usage)},
+            }
+        ],
+        "restarts": restarts,
+    }
+    if over:
+        reason = f"step {step['index']} raised ({why[:200]}) after {limit} restarts: the run ends"
+        update["events"] = [{"kind": "error", "after_step": step["index"], "target_step": None, "reason": reason}]
+    return NodeResult(update, f"exception: {why[:80]}")
+
+
 async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     """Description (with any visible error) and a 0-5 grade, from the screenshot alone."""
     step = current_step(state)
     png = await store().aget(step["screenshot"] or "")  # the router sends only captured steps here
-    vlm = runtime.context.vlm
+    context = runtime.context
+    vlm, attempts = context.vlm, profile_rules(context.profile).judge_attempts
+    environment = environment_rules(context.profile, context.environment)
     described, graded = await asyncio.gather(
         ask_structured(
-            vlm, "vlm", screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png), ScreenshotDescription
+            vlm,
+            "vlm",
+            screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png),
+            ScreenshotDescription,
+            attempts=attempts,
         ),
-        ask_structured(vlm, "vlm", screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png), ScreenshotGrade),
+        ask_structured(
+            vlm,
+            "vlm",
+            screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png),
+            ScreenshotGrade,
+            attempts=attempts,
+        ),
     )
+    if environment.restart_limit is not None and (raised(described) or raised(graded)):
+        which = [name for name, answer in (("description", described), ("grade", graded)) if raised(answer)]
+        why = f"no JSON object in the {' and '.join(which)} reply"
+        return exception_update(state, step, environment.restart_limit, why, described.usage + graded.usage)
     score = graded.value.grade if graded.value is not None else 0
     reading = described.value
     visible_error = reading.error_message.strip() if reading is not None else ""

@@ -38,8 +38,11 @@ def step_files(step: Step, steps: Sequence[Step]) -> str | None:
 def candidates(steps: Iterable[Step], selection: Selection = "code-edits") -> list[Step]:
     steps = list(steps)
     if selection == "every-step":
-        return [s for s in steps if s["action"] != "malformed" and step_files(s, steps)]
-    return code_steps(steps)
+        pool = [s for s in steps if s["action"] != "malformed" and step_files(s, steps)]
+    else:
+        pool = code_steps(steps)
+    # A step that raised is never ranked (WebGen-Agent saves no history for it).
+    return [s for s in pool if not s.get("exception")]
 
 
 def rank_key(step: Step) -> tuple[int, int, int]:

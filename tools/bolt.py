@@ -11,7 +11,10 @@ whole files and ``<boltAction type="shell">`` commands), a control signal ``scre
   ``boltAction type="finish"`` (then ``screenshot_validated``; either quote) anywhere is that
   control signal, badly formatted when over 400 characters or holding ``boltArtifact``; any other
   reply is an edit, even with no file in it (the code simply runs again); a repetitive reply
-  (``has_repetition``) is badly formatted.
+  (``has_repetition``) is badly formatted;
+- ``webgen-rl`` (WebGen-RL's rollout environment): the same, but ``screenshot_validated`` is
+  checked first, and the files of an artifact inside a control reply are kept: the environment
+  writes every assistant turn's files before it runs the GUI test.
 
 Hand-written with regular expressions because the format is XML-like but not XML (raw JSX,
 unescaped ``<`` and ``&`` inside file bodies).
@@ -102,10 +105,11 @@ def _control_word(text: str) -> ControlWord | None:
     return None
 
 
-def upstream_control(text: str) -> ControlWord | None:
-    """WebGen-Agent's control detection: the tag text anywhere, ``finish`` checked first."""
+def upstream_control(text: str, *, validated_first: bool = False) -> ControlWord | None:
+    """WebGen-Agent's control detection: the tag text anywhere, ``finish`` checked first (the agent
+    loop's ``step``) or ``screenshot_validated`` first (the rollout environment's ``create_workspace``)."""
     order: tuple[ControlWord, ...] = ("finish", "screenshot_validated")
-    for word in order:
+    for word in reversed(order) if validated_first else order:
         if f'boltAction type="{word}"' in text or f"boltAction type='{word}'" in text:
             return word
     return None
@@ -194,24 +198,35 @@ def _parse_project(text: str) -> ParsedReply:
     return edit.model_copy(update={"problems": problems, "format_ok": format_ok})
 
 
-def _parse_upstream(text: str) -> ParsedReply:
-    word = upstream_control(text)
+def _parse_upstream(text: str, *, rollout: bool = False) -> ParsedReply:
+    word = upstream_control(text, validated_first=rollout)
     repetitive = has_repetition(text)
     if word is not None:
         problems: list[str] = []
         if len(text.strip()) > CONTROL_REPLY_MAX_CHARS:
             problems.append(f"A '{word}' reply should be the tag alone, not {len(text.strip())} characters.")
+        files: list[FileAction] = []
         if "boltArtifact" in text:
-            problems.append(f"A '{word}' reply must not hold a boltArtifact; its code was not applied.")
+            applied = "was applied" if rollout else "was not applied"
+            problems.append(f"A '{word}' reply must not hold a boltArtifact; its code {applied}.")
+            files = _edit(_strip_fence(text)).files if rollout else []
         if repetitive:
             problems.append("The reply repeats itself.")
-        return ParsedReply(kind=word, problems=problems, format_ok=not problems)
+        return ParsedReply(kind=word, files=files, problems=problems, format_ok=not problems)
     edit = _edit(_strip_fence(text))
     problems = [*edit.problems, *(["The reply repeats itself."] if repetitive else [])]
     return edit.model_copy(update={"problems": problems, "format_ok": not repetitive})
 
 
-_PARSERS: dict[ReplyFormat, Callable[[str], ParsedReply]] = {"project": _parse_project, "webgen-agent": _parse_upstream}
+def _parse_rollout(text: str) -> ParsedReply:
+    return _parse_upstream(text, rollout=True)
+
+
+_PARSERS: dict[ReplyFormat, Callable[[str], ParsedReply]] = {
+    "project": _parse_project,
+    "webgen-agent": _parse_upstream,
+    "webgen-rl": _parse_rollout,
+}
 
 
 def _edit(body: str) -> ParsedReply:

@@ -305,18 +305,25 @@ class SharedBrowser:
         await self.close()
 
     async def capture(
-        self, url: str, *, viewport: tuple[int, int] = (1280, 800), timeout_s: float = 20.0, offline: bool = False
+        self,
+        url: str,
+        *,
+        viewport: tuple[int, int] = (1280, 800),
+        timeout_s: float = 20.0,
+        offline: bool = False,
+        wait_s: float | None = None,
     ) -> PageCapture:
         """Load ``url`` in a fresh context and report how it rendered; never raises for page problems.
 
         Captures of concurrent runs share the browser (each in its own context). The page reaches
         its own origin and public internet addresses, never a local or private one
-        (``tools/page_proxy.py``); ``offline``: its own origin only.
+        (``tools/page_proxy.py``); ``offline``: its own origin only. ``wait_s``: a fixed wait after
+        the load event, animations running (``capture_page``).
         """
         if self._capture_slots is None:
             self._capture_slots = asyncio.Semaphore(self.max_captures)
         async with self._capture_slots:
-            return await self._capture(url, viewport=viewport, timeout_s=timeout_s, offline=offline)
+            return await self._capture(url, viewport=viewport, timeout_s=timeout_s, offline=offline, wait_s=wait_s)
 
     async def _open_page(self, viewport: tuple[int, int]) -> tuple[BrowserContext, Page]:
         # Every request through a page proxy of the context's own (loopback too); its policy is set
@@ -379,7 +386,9 @@ class SharedBrowser:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(context.close(), 5)
 
-    async def _capture(self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool) -> PageCapture:
+    async def _capture(
+        self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
+    ) -> PageCapture:
         await self.start()
         started = time.monotonic()
         # Keep part of the budget for the screenshot and text of a page that never finished loading.
@@ -390,7 +399,7 @@ class SharedBrowser:
             proxy = self._page_proxies[context]
             proxy.policy = PagePolicy(site=site_of(url), offline=offline)
             blocked = await confine_to_origin(context, page, url, offline=offline)
-            capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve)
+            capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve, wait_s=wait_s)
             capture.blocked_requests = (blocked + [f"connection to {r}" for r in proxy.refused])[:MAX_ITEMS]
             navigations = [b.removeprefix(NAVIGATION) for b in blocked if b.startswith(NAVIGATION)]
             if navigations and capture.left_site is not None:

@@ -220,7 +220,13 @@ def module_path(url: str) -> str:
     return parts.path + (f"?{query}" if query else "")
 
 
-async def capture_page(page: Page, url: str, *, nav_timeout: float, reserve: float) -> PageCapture:
+async def capture_page(
+    page: Page, url: str, *, nav_timeout: float, reserve: float, wait_s: float | None = None
+) -> PageCapture:
+    """Load ``url`` and read it. ``wait_s``: wait that long after the load event and take the
+    screenshot with animations running (WebGen-Agent's Selenium capture: ``driver.get``, then a
+    fixed sleep); None: wait until the network is idle and two frames were drawn, and freeze
+    animations for the screenshot (the settled page, however fast or slow it loads)."""
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc}"
     result = PageCapture(url=url)
@@ -288,15 +294,18 @@ async def capture_page(page: Page, url: str, *, nav_timeout: float, reserve: flo
         response = await page.goto(url, wait_until="load", timeout=nav_timeout * 1000)
         if response is not None:
             result.status = response.status
+        if wait_s is not None:
+            await asyncio.sleep(wait_s)
         # Network quiet: nothing in flight for _QUIET_S (module graphs, lazy chunks, fonts), capped.
-        while time.monotonic() < deadline:
+        while wait_s is None and time.monotonic() < deadline:
             now = time.monotonic()
             if not inflight and now - last_activity[0] >= _QUIET_S:
                 break
             await asyncio.sleep(0.05)
         # Two animation frames: React and friends commit their first render after the load event.
-        with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-            await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
+        if wait_s is None:
+            with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+                await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
     except PlaywrightError as exc:
         if isinstance(exc, PlaywrightTimeout):
             result.load_error = f"The page did not finish loading in {nav_timeout:g} s (a request or script hangs)."
@@ -324,6 +333,9 @@ async def capture_page(page: Page, url: str, *, nav_timeout: float, reserve: flo
         result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         result.png = await page.screenshot(
-            type="png", full_page=False, animations="disabled", timeout=step_timeout * 1000
+            type="png",
+            full_page=False,
+            animations="allow" if wait_s is not None else "disabled",
+            timeout=step_timeout * 1000,
         )
     return result

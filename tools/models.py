@@ -129,6 +129,7 @@ class StructuredAnswer(BaseModel, Generic[T]):
     logprobs: list[dict[str, Any]] | None = Field(
         default=None, description="Per-token logprobs of the used answer, when asked for and returned."
     )
+    last_text: str = Field(default="", description="The text of the last answer, used or not (the upstream profile reads it).")
 
 
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
@@ -405,6 +406,7 @@ async def ask_structured(
             answer.usage = answer.usage + _usage(raw)
             spend(role, _usage(raw))
             text = _text(raw)
+            answer.last_text = text
             refusal = raw.additional_kwargs.get("refusal")
             problem = f"the model refused: {' '.join(str(refusal).split())[:200]}" if refusal else ""
             if not problem:

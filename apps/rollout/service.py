@@ -107,7 +107,8 @@ def rollout_context(
     token_ids: bool = False,
 ) -> AgentContext:
     """The run context for rollouts: no backtracking or best-step selection (the trajectory as
-    sampled is the training signal), a short step budget, and the coder sampled hot."""
+    sampled is the training signal), a short step budget, the coder sampled hot, and the
+    profile's rollout environment."""
     coder = context.coder.model_copy(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
@@ -115,6 +116,8 @@ def rollout_context(
     if logprobs and context.loop == "webloop" and not context.shared_policy:
         # A separate Critic's turns are training data too (the webloop export): its logprobs as well.
         update["feedback"] = context.feedback.model_copy(update={"logprobs": True})
+    # Observations as the profile's rollout environment makes them (docs/fidelity.md).
+    update["environment"] = "rollout"
     return context.model_copy(update=update)
 
 

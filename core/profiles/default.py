@@ -3,7 +3,18 @@
 
 from __future__ import annotations
 
-from webgen_agent.core.profiles.rules import ProfileRules
+from webgen_agent.core.profiles.rules import EnvironmentRules, ProfileRules
+
+# One set of observation rules for runs and rollouts alike: a rollout trains the model on the
+# observations it will see when it runs.
+OBSERVATIONS = EnvironmentRules(
+    name="inference",
+    replies="project",
+    grade_error_at=None,
+    start_log_chars=50_000,
+    observation_tokens=None,
+    restart_limit=None,
+)
 
 RULES = ProfileRules(
     name="default",
@@ -24,4 +35,11 @@ RULES = ProfileRules(
     reward_pool="code-edits",
     strict_verdicts=True,
     viewport=None,
+    capture_wait_s=None,
+    install_retries=("--force", "--legacy-peer-deps"),
+    default_vite_config=False,
+    static_sites=True,
+    judge_attempts=3,
+    inference=OBSERVATIONS,
+    rollout=OBSERVATIONS,
 )

@@ -16,8 +16,11 @@ from typing import Literal
 Profile = Literal["upstream", "default"]
 # The coder prompts a profile uses (nodes/profile.py holds each set).
 PromptSetName = Literal["project", "webgen-agent"]
-# How a coder reply is classified (tools/bolt.py holds one parser per format).
-ReplyFormat = Literal["project", "webgen-agent"]
+# How a coder reply is classified (tools/bolt.py holds one parser per format): this project's,
+# WebGen-Agent's agent loop, WebGen-RL's rollout environment.
+ReplyFormat = Literal["project", "webgen-agent", "webgen-rl"]
+# Where a run's observations come from: an agent run (inference) or a Step-GRPO rollout (training).
+EnvironmentName = Literal["inference", "rollout"]
 # Which steps the best-step choice (final answer, backtrack target) ranks.
 Selection = Literal["code-edits", "every-step"]
 # Which steps a Step-GRPO reward covers (checkpoints/rewards.py holds one pool function per name).
@@ -26,6 +29,30 @@ RewardPool = Literal["code-edits", "every-step"]
 # A step whose screenshot grade is at or below this is errored (WebGen-Agent's save_history; the
 # default profile uses the same threshold on its 1-5 scale).
 ERRORED_SCORE = 2
+
+
+@dataclass(frozen=True)
+class EnvironmentRules:
+    """How a step is observed: the rules that differ between inference and rollouts within a profile.
+
+    The upstream profile's two differ because WebGen-Agent's agent loop (``src/agent``) and WebGen-RL's
+    rollout environment (``WebGen-RL/verl/workers/agentic/webgen_agent``) differ; the default
+    profile uses one set for both (docs/fidelity.md).
+    """
+
+    name: EnvironmentName
+    replies: ReplyFormat  # how a coder reply is classified
+    # A graded screenshot at or below this grade marks the step errored with no error stage: the
+    # coder is told to fix errors, not asked for the next signal. None: no such rule.
+    grade_error_at: int | None
+    # The dev server's log is shown whole up to this many characters, else its first and last 5,000.
+    start_log_chars: int
+    # The feedback the coder reads is cut at this many tokens (None: never cut).
+    observation_tokens: int | None
+    # An unusable judge answer (no JSON object in the reply) raises: the run restarts from its best
+    # good step (or the requirement) at every later step, and ends at the exception after this many
+    # restarts. None: the answer grades 0 and the run goes on.
+    restart_limit: int | None
 
 
 @dataclass(frozen=True)
@@ -67,3 +94,21 @@ class ProfileRules:
     strict_verdicts: bool
     # The capture and GUI-agent window unless a run sets one; None: the settings' default.
     viewport: tuple[int, int] | None
+    # A capture waits this many seconds after the page's load event, animations running; None: until
+    # the network is idle and two frames were drawn, animations frozen for the screenshot.
+    capture_wait_s: float | None
+    # npm install: the flags it is retried with after a failure, in order (none: one attempt).
+    install_retries: tuple[str, ...]
+    # A default vite.config.js (React plugin) is written when the project has none.
+    default_vite_config: bool
+    # A project with an index.html and no package.json is served as a static site (else it fails
+    # to install and start, as `npm install` / `npm run dev` do without a package.json).
+    static_sites: bool
+    # How often the screenshot judge is asked for a usable answer before it counts as unusable.
+    judge_attempts: int
+    inference: EnvironmentRules  # an agent run's observations
+    rollout: EnvironmentRules  # a Step-GRPO rollout's observations (`rollout`)
+
+    def environment(self, name: EnvironmentName) -> EnvironmentRules:
+        """The observation rules of ``name`` (a run's ``environment``)."""
+        return {"inference": self.inference, "rollout": self.rollout}[name]

@@ -1,9 +1,40 @@
 """The upstream profile: WebGen-Agent step for step (its loop, prompts' information content,
-grading, feedback and Step-GRPO reward pools)."""
+grading, feedback and Step-GRPO reward pools); rollouts observe as WebGen-RL's environment does.
+
+Paths: A = WebGen-Agent ``src/``, RL = ``WebGen-RL/verl/workers/agentic/webgen_agent/``.
+"""
 
 from __future__ import annotations
 
-from webgen_agent.core.profiles.rules import ProfileRules
+from webgen_agent.core.profiles.rules import EnvironmentRules, ProfileRules
+
+# The agent loop (A agent/webgen_agent.py): finish checked first in `step`; the server log kept
+# whole up to 50,000 characters (A utils/execute_for_feedback.py, the start output); an exception
+# in a step restarts it, up to `restart_limit = 5` times (`run`).
+AGENT_LOOP = EnvironmentRules(
+    name="inference",
+    replies="webgen-agent",
+    grade_error_at=None,
+    start_log_chars=50_000,
+    observation_tokens=None,
+    restart_limit=5,
+)
+
+# The Step-GRPO rollout environment: screenshot_validated checked first and every assistant turn's
+# files written, a control reply's artifact included (RL feedback/file_management.py
+# `create_workspace`); a grade <= 1 is an error (RL feedback/execute_for_feedback.py
+# `get_feedback_single`); the log kept whole up to 10,000 characters (the same file's start
+# output); observations cut at max_obs_length = 5,000 tokens (RL generation.py `_process_next_obs`,
+# WebGen-RL/src/runs/run_qwen2_5-coder-7b-instruct_step-grpo.sh). An exception there fails the
+# trainer's batch: here the answer grades 0 and the trajectory goes on.
+ROLLOUT_ENVIRONMENT = EnvironmentRules(
+    name="rollout",
+    replies="webgen-rl",
+    grade_error_at=1,
+    start_log_chars=10_000,
+    observation_tokens=5_000,
+    restart_limit=None,
+)
 
 RULES = ProfileRules(
     name="upstream",
@@ -24,4 +55,11 @@ RULES = ProfileRules(
     reward_pool="every-step",
     strict_verdicts=False,
     viewport=(1024, 768),  # WebGen-Agent's capture and GUI-agent window
+    capture_wait_s=3.0,  # A utils/execute_for_feedback.py `take_screenshot`: driver.get, then sleep(3)
+    install_retries=(),  # the agent runs `npm install` once; the retries are WebGen-Bench's
+    default_vite_config=True,  # A utils/file_management.py `extract_and_write_files`
+    static_sites=False,  # `npm install` and `npm run dev` need a package.json
+    judge_attempts=1,  # A utils/get_screenshot_description.py: one call, parsed once
+    inference=AGENT_LOOP,
+    rollout=ROLLOUT_ENVIRONMENT,
 )

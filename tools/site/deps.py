@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from webgen_agent.tools.endpoints import connection_problem
 from webgen_agent.tools.npm_cache import private_npm_cache
-from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command
+from webgen_agent.tools.process import CommandResult, ProcessRegistry, run_command, strip_ansi
 from webgen_agent.tools.sandbox import BUILD_CACHES, Confinement, cacheable_install, own_copies
 from webgen_agent.tools.site.logs import explain, last_lines
 from webgen_agent.tools.site.project import read_package_json
@@ -59,6 +59,7 @@ class InstallResult(BaseModel):
     cached: bool = False
     error: str | None = None
     log_tail: str = ""
+    output: str = Field(default="", description="npm's whole output (its last attempt, capped), when npm ran.")
     seconds: float = 0.0
 
 
@@ -184,8 +185,10 @@ async def install_dependencies(
     sandbox: Confinement | None = None,
     scripts_log_path: Callable[[], Path] | None = None,
     npm_cache: Path | None = None,
+    retries: tuple[str, ...] = INSTALL_RETRIES,
 ) -> InstallResult:
-    """node_modules for ``key``: from the cache, else by npm (retried with looser flags); then cached.
+    """node_modules for ``key``: from the cache, else by npm (retried with ``retries``' flags, in
+    order); then cached.
 
     Never run under a live dev server. ``log_path`` names a new log file for each npm attempt,
     ``scripts_log_path`` (default ``log_path``) one for the dependencies' install scripts.
@@ -218,39 +221,44 @@ async def install_dependencies(
     # then only what the registry's tarballs hold. The scripts run afterwards, in this copy only.
     no_scripts = ["--ignore-scripts"] if cache is not None else []
 
+    logs: list[Path] = []
     async with private_npm_cache(sandbox, npm_cache) as npm_sandbox:
 
         def attempt(extra: list[str]) -> Awaitable[CommandResult]:
+            logs.append(log_path())
             return npm_install(
                 ws,
                 [*no_scripts, *extra],
                 timeout_s=timeout_s,
-                log_path=log_path(),
+                log_path=logs[-1],
                 registry=registry,
                 sandbox=npm_sandbox,
             )
 
         result = await attempt([])
         # Peer-dependency conflicts are the usual cause; retried in upstream WebGen-Bench's order.
-        for retry in INSTALL_RETRIES:
+        for retry in retries:
             if result.ok or result.timed_out or result.over_size_cap:
                 break
             result = await attempt([retry])
     seconds = round(time.monotonic() - started, 3)
+    output = await asyncio.to_thread(_whole_output, logs[-1])
     if not result.ok:
         if result.timed_out:
             headline = f"`npm install` did not finish within {timeout_s:g} s and was stopped."
         elif result.over_size_cap:
             headline = "`npm install` was stopped: the project folder went over its size cap while it ran."
         else:
+            retried = f", also when retried with {' and then '.join(retries)}" if retries else ""
             headline = (
-                f"`npm install` failed (exit code {result.exit_code}), also when retried with "
-                f"{' and then '.join(INSTALL_RETRIES)}. Check the package names and versions in package.json."
+                f"`npm install` failed (exit code {result.exit_code}){retried}. "
+                "Check the package names and versions in package.json."
             )
         return InstallResult(
             ran=True,
             error=explain(headline, result.output_tail),
             log_tail=last_lines(result.output_tail),
+            output=output,
             seconds=seconds,
         )
     if cache is not None:
@@ -263,7 +271,19 @@ async def install_dependencies(
             return _scripts_failed(scripts, started)
     _write_marker(ws, [key, dependency_key(ws)])  # npm may have written a lockfile: both keys describe this tree
     seconds = round(time.monotonic() - started, 3)
-    return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail))
+    return InstallResult(ran=True, seconds=seconds, log_tail=last_lines(result.output_tail), output=output)
+
+
+MAX_OUTPUT_BYTES = 200_000  # of npm's output kept whole (the upstream profile reads it for "error")
+
+
+def _whole_output(log: Path) -> str:
+    """npm's output as its log file holds it (the first ``MAX_OUTPUT_BYTES``), ANSI codes removed."""
+    try:
+        with log.open("rb") as handle:
+            return strip_ansi(handle.read(MAX_OUTPUT_BYTES).decode("utf-8", "replace"))
+    except OSError:
+        return ""
 
 
 # Scripts npm runs for an installed dependency (and `node-gyp rebuild` when it has a binding.gyp).

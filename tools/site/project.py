@@ -138,3 +138,31 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# The vite.config.js WebGen-Agent writes into a project that has none (React plugin, any free port,
+# polling file watcher); the upstream profile writes the same settings.
+DEFAULT_VITE_CONFIG = """import { defineConfig } from 'vite'
+import react from '@vitejs/plugin-react'
+
+// Written by the agent because the project had no vite.config.js.
+export default defineConfig({
+  plugins: [react()],
+  server: {
+    port: 0,
+    strictPort: false,
+    watch: { usePolling: true, interval: 1000 },
+    hmr: { port: 0 },
+  },
+  preview: { port: 0 },
+})
+"""
+
+
+def write_default_vite_config(workspace: Path) -> bool:
+    """Write ``DEFAULT_VITE_CONFIG`` as vite.config.js when the project has none; whether it did."""
+    path = workspace / "vite.config.js"
+    if path.exists() or path.is_symlink():
+        return False
+    path.write_text(DEFAULT_VITE_CONFIG, encoding="utf-8")
+    return True

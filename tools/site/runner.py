@@ -35,6 +35,7 @@ from webgen_agent.tools.process import (
 )
 from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
 from webgen_agent.tools.site.deps import (
+    INSTALL_RETRIES,
     DepsCache,
     InstallResult,
     dependency_key,
@@ -57,6 +58,12 @@ from webgen_agent.tools.site.shell import run_shell
 Stage = Literal["install", "start", "http", "ok"]
 Kind = Literal["npm", "static"]
 
+# A project without package.json where static sites are not served (WebGen-Agent runs `npm install`
+# and `npm run dev`, and npm fails without one).
+NO_PACKAGE_JSON = (
+    "npm error: the project has no package.json, so `npm install` has nothing to install and "
+    "`npm run dev` nothing to run. Write a package.json with a dev script."
+)
 _BAD_STATUS_GRACE_S = 5.0  # a server answering 4xx/5xx gets this long to settle before we report it
 _POLL_S = 0.1
 
@@ -94,7 +101,7 @@ class ExecutionResult(BaseModel):
         default=False, description="A kept server still served an old module after the cap: restarted."
     )
     log_tail: str = ""
-    install_log: str = Field(default="", description="The end of npm install's output, when npm ran.")
+    install_log: str = Field(default="", description="npm install's output (capped), when npm ran.")
 
 
 class SiteRunner:
@@ -110,8 +117,14 @@ class SiteRunner:
         log_dir: Path,
         deps_cache_dir: Path | None = None,
         sandbox: SandboxSettings | None = None,
+        install_retries: tuple[str, ...] = INSTALL_RETRIES,
+        static_sites: bool = True,
     ) -> None:
+        """``install_retries``: the flags a failed install is retried with, in order; ``static_sites``:
+        serve a project with an index.html and no package.json (else it fails at the install stage)."""
         self.workspace = Path(workspace).resolve()
+        self.install_retries = install_retries
+        self.static_sites = static_sites
         # On unless switched off: ``None`` means the default settings.
         settings = sandbox if sandbox is not None else SandboxSettings()
         self.sandbox = settings if settings.enabled else None
@@ -227,6 +240,14 @@ class SiteRunner:
         ws = self.workspace
         if (ws / "package.json").is_file():
             kind: Kind = "npm"
+        elif not self.static_sites:
+            await self.stop()
+            return ExecutionResult(
+                ok=False,
+                stage="install",
+                error=NO_PACKAGE_JSON,
+                install_log=NO_PACKAGE_JSON,
+            )
         elif (ws / "index.html").is_file():
             kind = "static"
         else:
@@ -255,6 +276,7 @@ class SiteRunner:
                     install_ran=install.ran,
                     install_s=install.seconds,
                     log_tail=install.log_tail,
+                    install_log=install.output or install.log_tail,
                 )
             if start_command(package, 0) is None:
                 if not (ws / "index.html").is_file():
@@ -275,7 +297,7 @@ class SiteRunner:
             install_ran=install.ran,
             install_cached=install.cached,
             install_s=install.seconds,
-            install_log=install.log_tail,
+            install_log=install.output or install.log_tail,
         )
         config = config_fingerprint(ws) if kind == "npm" else None
         stale_restart = False
@@ -328,6 +350,7 @@ class SiteRunner:
             sandbox=confined,
             scripts_log_path=lambda: self._log_path("scripts"),
             npm_cache=self.npm_cache,
+            retries=self.install_retries,
         )
 
     # -- start ---------------------------------------------------------------------------------
