@@ -24,4 +24,6 @@ RULES = ProfileRules(
     reward_pool="code-edits",
     strict_verdicts=True,
     viewport=None,
+    gui_actions_per_step=3,  # browser-use's own: several actions per answer, one screenshot
+    gui_screenshots_kept=1,
 )

@@ -67,3 +67,7 @@ class ProfileRules:
     strict_verdicts: bool
     # The capture and GUI-agent window unless a run sets one; None: the settings' default.
     viewport: tuple[int, int] | None
+    # The GUI agent's browser actions per model answer (its action budget's last step offers only
+    # the answer, so 1 gives budget - 1 actions and then a forced answer).
+    gui_actions_per_step: int
+    gui_screenshots_kept: int  # screenshots in each of the GUI agent's requests (the latest ones)

@@ -24,4 +24,6 @@ RULES = ProfileRules(
     reward_pool="every-step",
     strict_verdicts=False,
     viewport=(1024, 768),  # WebGen-Agent's capture and GUI-agent window
+    gui_actions_per_step=1,  # WebVoyager: one action per iteration, the last 3 screenshots kept
+    gui_screenshots_kept=3,
 )
