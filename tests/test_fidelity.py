@@ -24,6 +24,7 @@ from typing import Any, cast
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import VITE_TEMPLATE_FILES
 from webgen_agent.apps.bench.evaluate import appearance_messages, parse_answer, webgen_bench_verdict
 from webgen_agent.apps.bench.prompts import appearance_grade
 from webgen_agent.apps.cli.main import app
@@ -50,9 +51,23 @@ RAMBLING = " I looked at the screenshot description and the suggestions and I am
 
 
 def page(title: str, body: str = "", script: str = "") -> str:
+    """A reply as upstream's coder writes one: a Vite project (package.json first, the dev script
+    ``vite``) that upstream's loop can install and start with ``npm install`` / ``npm run dev``; its
+    package.json is the session's Vite template's, byte for byte, so the shared dependency cache serves it."""
     html = f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>{body}"
     html += f"<script>{script}</script></body></html>" if script else "</body></html>"
-    return f'<boltArtifact id="counter" title="{title}">\n<boltAction type="file" filePath="index.html">\n{html}\n</boltAction>\n</boltArtifact>'
+    files = {
+        "package.json": VITE_TEMPLATE_FILES["package.json"],
+        "vite.config.js": VITE_TEMPLATE_FILES["vite.config.js"],
+    }
+    actions = "".join(
+        f'<boltAction type="file" filePath="{path}">\n{text}</boltAction>\n' for path, text in files.items()
+    )
+    return (
+        f'<boltArtifact id="counter" title="{title}">\n{actions}'
+        f'<boltAction type="file" filePath="index.html">\n{html}\n</boltAction>\n'
+        '<boltAction type="start">npm run dev</boltAction>\n</boltArtifact>'
+    )
 
 
 COUNTER = '<p id="count">Count: 0</p><button id="add">Add</button>'
@@ -161,7 +176,8 @@ RULES: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-async def upstream_runs(tmp_path_factory, chromium_path):
+async def upstream_runs(tmp_path_factory, chromium_path, vite_template):
+    # vite_template: its one npm install fills the shared dependency cache these sites install from.
     base = tmp_path_factory.mktemp("fidelity")
     db = base / "webgen.db"
     scenario = Scenario.model_validate({"name": "upstream-fidelity", "rules": RULES})
@@ -258,7 +274,12 @@ async def test_no_action_over_long_and_single_quoted_replies(upstream_runs):
     steps = state["steps"]
     assert [s["action"] for s in steps] == ["edit", "edit", "edit", "screenshot_validated", "finish"]
     # A reply with no action is a good-format edit: nothing written, the code simply ran again.
-    assert steps[1]["format_ok"] and steps[1]["files"] == steps[0]["files"] and steps[1]["screenshot_score"] == 3
+    store = upstream_runs["store"]
+    before, after = store.manifest(steps[0]["files"]), store.manifest(steps[1]["files"])
+    # (npm's lock file is the install's, as upstream's npm install writes it too)
+    written = {k: v for k, v in after.items() if k != "package-lock.json"}
+    assert written == {k: v for k, v in before.items() if k != "package-lock.json"}, (sorted(before), sorted(after))
+    assert steps[1]["format_ok"] and steps[1]["screenshot_score"] == 3
     # An over-long validated reply still runs the GUI test, but is badly formatted.
     assert not steps[3]["format_ok"] and steps[3]["gui_run"] and steps[3]["gui_score"] == 2
     assert steps[4]["format_ok"]  # <boltAction type='finish'/> with single quotes
