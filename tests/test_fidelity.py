@@ -38,7 +38,9 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.state import Step
 from webgen_agent.graph.api import run_requirement
+from webgen_agent.nodes.feedback import upstream_feedback
 from webgen_agent.nodes.gui_testing import upstream_gui_result
+from webgen_agent.nodes.prompts import UPSTREAM_FEEDBACK
 from webgen_agent.tools.bolt import has_repetition, parse_reply
 from webgen_agent.tools.gui_agent import GuiRun
 
@@ -576,3 +578,163 @@ async def test_a_gui_harness_error_grades_0_and_calls_no_model():
     run = GuiRun(stopped_reason="error", errors=["Chromium did not start"])
     result = await upstream_gui_result(context, "Click Add.", run)
     assert (result.score, result.passed, result.error) == (0, None, "Chromium did not start")
+
+
+# ---- the feedback's format: upstream's get_feedback, ported with this project's sentences ---------
+
+
+def upstream_get_feedback(
+    say: dict[str, str],
+    instruction: str,
+    run: dict[str, Any],
+    description: dict[str, str] | None = None,
+    is_webvoyager: bool = False,
+) -> str:
+    """WebGen-Agent src/agent/webgen_agent.py get_feedback (lines 128-214), ported: which parts, in which
+    order, joined how; each fixed sentence taken from ``say`` (upstream's are paraphrased there)."""
+    output: list[str] = []
+    suffix: list[str] = []
+    stages: list[str] = []
+    if run["install_error"]:
+        stages.append("dependency installation")
+        output.append(
+            say["install_failed"] + "\n\n" + "\n\n".join(f"> {cmd}\n{o}" for cmd, o in run["install_results"])
+        )
+        suffix.append(say["command_failed"].format(command=run["install_error"][0]))
+    else:
+        output.append(say["install_ok"])
+    if run["start_error"]:
+        stages.append("service starting")
+        output.append(f"{say['start_failed']}\n\n{run['start_results']}")
+        suffix.append(say["service_failed"])
+    else:
+        output.append(say["start_ok"])
+    if is_webvoyager:
+        if run["webvoyager_error"]:
+            output.append(f"{say['gui_error']}\n\n{run['webvoyager_error']}")
+            stages.append("GUI agent navigation")
+        elif "improvement_suggestions" in run["webvoyager_feedback"]:
+            suggestions = run["webvoyager_feedback"]["improvement_suggestions"]
+            output.append(f"{say['gui_suggestions']}\n\n{suggestions}" if suggestions else say["gui_ok"])
+        else:
+            output.append(say["no_gui_summary"])
+            stages.append("GUI agent trajectory collection")
+    elif run["screenshot_error"]:
+        output.append(f"{say['no_screenshot']}\n\n{run['screenshot_error']}")
+        stages.append("screenshot collection")
+    elif description is not None:
+        described = False
+        for key, heading in (("error_message", "visible_error"), ("screenshot_description", "description")):
+            if description.get(key):
+                output.append(f"{say[heading]}\n\n{description[key]}")
+                described = True
+                if key == "error_message":
+                    stages.append("screenshot")
+        if description.get("suggestions"):
+            output.append(f"{say['suggestions']}\n\n{description['suggestions']}")
+            described = True
+        if not described:
+            output.append(say["no_description"])
+            stages.append("screenshot description")
+    if stages:
+        suffix.append(say["fix"].format(stages=", ".join(stages)))
+    else:
+        suffix.append(say["ask_finish"] if is_webvoyager else say["ask_validated"])
+    return (
+        "\n\n".join(output)
+        + "\n\n"
+        + "\n".join(suffix)
+        + f"\n\n{say['instruction']}\n\n{instruction}\n\n"
+        + say["reminder"]
+    )
+
+
+def run_result(**changes: Any) -> dict[str, Any]:
+    """What upstream's execute_for_feedback returns for a step that went well, with ``changes``."""
+    return {
+        "install_results": [("npm install", "added 3 packages")],
+        "install_error": [],
+        "start_results": "VITE ready",
+        "start_error": False,
+        "screenshot_error": "",
+        "webvoyager_error": "",
+        "webvoyager_feedback": {},
+        **changes,
+    }
+
+
+def edit_step(**changes: Any) -> Step:
+    step = {
+        "index": 0,
+        "action": "edit",
+        "tests_step": None,
+        "execution": {"install_error": False, "start_error": False, "error": None},
+        "screenshot": "shot",
+        "visible_error": "",
+        "description": "",
+        "suggestions": [],
+        **changes,
+    }
+    return cast(Step, step)
+
+
+def gui_step(**changes: Any) -> Step:
+    return cast(Step, {"index": 1, "action": "screenshot_validated", "tests_step": 0, "gui_error": "", **changes})
+
+
+FEEDBACK_CASES = {
+    "described": (
+        edit_step(description="A cream page.", suggestions=["Widen the menu."]),
+        None,
+        {},
+        dict(
+            run=run_result(), description={"screenshot_description": "A cream page.", "suggestions": "Widen the menu."}
+        ),
+    ),
+    "visible error, install failed": (
+        edit_step(execution={"install_error": True, "start_error": False, "error": None}, visible_error="404"),
+        None,
+        {"install": "npm ERR! code ETARGET"},
+        dict(
+            run=run_result(install_error=["npm install"], install_results=[("npm install", "npm ERR! code ETARGET")]),
+            description={"error_message": "404"},
+        ),
+    ),
+    "nothing described": (edit_step(), None, {}, dict(run=run_result(), description={})),
+    "GUI suggestions": (
+        gui_step(gui_passed=False, gui_suggestions=["Make Add count."]),
+        edit_step(),
+        {},
+        dict(run=run_result(webvoyager_feedback={"improvement_suggestions": "Make Add count."}), is_webvoyager=True),
+    ),
+    "GUI passed": (
+        gui_step(gui_passed=True, gui_suggestions=[]),
+        edit_step(),
+        {},
+        dict(run=run_result(webvoyager_feedback={"improvement_suggestions": ""}), is_webvoyager=True),
+    ),
+    "GUI error, start failed": (
+        gui_step(gui_passed=None, gui_error="Chromium did not start"),
+        edit_step(execution={"install_error": False, "start_error": True, "error": None}),
+        {"server": "Error: port busy"},
+        dict(
+            run=run_result(
+                start_error=True, start_results="Error: port busy", webvoyager_error="Error: Chromium did not start"
+            ),
+            is_webvoyager=True,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FEEDBACK_CASES))
+def test_feedback_has_upstreams_parts_order_and_joins(case):
+    step, tested, logs, upstream = FEEDBACK_CASES[case]
+    say = UPSTREAM_FEEDBACK
+    assert upstream_feedback(REQUIREMENT, step, tested, logs) == upstream_get_feedback(say, REQUIREMENT, **upstream)
+
+
+def test_feedback_asks_for_upstreams_exact_signal_tags():
+    # Upstream fixes the tags the coder must send (get_feedback lines 206 and 208).
+    assert '<boltAction type="screenshot_validated"/>' in UPSTREAM_FEEDBACK["ask_validated"]
+    assert '<boltAction type="finish"/>' in UPSTREAM_FEEDBACK["ask_finish"]
