@@ -87,7 +87,7 @@ def scenario() -> Scenario:
         {"model": "scripted-vlm", **done},
         {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Open the section."}},
         {"model": "scripted-feedback", "schema": "GuiVerdict", "json": {"passed": True, "score": 5, "suggestions": []}},
-        {"model": "scripted-eval", "schema": "AppearanceGrade", "json": {"score": 4, "reason": "Tidy."}},
+        {"model": "scripted-eval", "contains": ["Modernness and beauty"], "content": "Analysis: tidy.\n\nGrade: 4"},
         {"model": "scripted-eval", **click},
         {"model": "scripted-eval", **done},
     ]

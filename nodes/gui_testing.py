@@ -96,14 +96,26 @@ class UpstreamGuiResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+# What stands for each page the agent was shown, in the trajectory the summary reads (WebGen-Agent's
+# convert_to_string replaces every user turn by this marker).
+SCREENSHOT_MARKER = "[webpage screenshot]"
+
+
+def upstream_trajectory(run: GuiRun) -> list[str]:
+    """The run as WebGen-Agent's summary reads it: each page the agent was shown (a marker), then the
+    agent's own message at that step; its forced or chosen answer is the last message."""
+    trajectory: list[str] = []
+    for message in run.messages:
+        trajectory += [SCREENSHOT_MARKER, message]
+    return trajectory
+
+
 async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiRun) -> UpstreamGuiResult:
     """Summary by the feedback model from the instruction and what the agent did; a final answer
     holding "YES" clears the suggestions (the test succeeded). A harness error grades 0."""
     if run.stopped_reason == "error":
         return UpstreamGuiResult(error="; ".join(run.errors) or "the GUI agent failed")
-    trajectory = [describe_action(action) for action in run.actions]
-    if run.final_answer:
-        trajectory.append(f"Final answer: {run.final_answer}")
+    trajectory = upstream_trajectory(run)
     messages = [
         {"role": "system", "content": "You are a helpful agent."},
         {"role": "user", "content": prompts.upstream_gui_summary_user(instruction, trajectory)},

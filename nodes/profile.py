@@ -25,6 +25,8 @@ class PromptSet:
     gui_task: Callable[[str, str, Iterable[str]], str]  # (url, instruction, page paths) -> the GUI agent's task
     # Added to the GUI agent's system prompt: page text is data (empty: browser-use's own prompt).
     gui_page_rule: str
+    # The test instruction -> what the GUI agent's last step (its forced answer) is told (empty: nothing).
+    gui_limit: Callable[[str], str]
 
 
 PROMPT_SETS: dict[PromptSetName, PromptSet] = {
@@ -35,6 +37,7 @@ PROMPT_SETS: dict[PromptSetName, PromptSet] = {
         test_suffix="",
         gui_task=prompts.gui_task,
         gui_page_rule=prompts.GUI_PAGE_RULE,
+        gui_limit=prompts.no_limit_prompt,
     ),
     "webgen-agent": PromptSet(
         coder_system=prompts.UPSTREAM_CODER_SYSTEM,
@@ -43,6 +46,7 @@ PROMPT_SETS: dict[PromptSetName, PromptSet] = {
         test_suffix=prompts.UPSTREAM_TEST_SUFFIX,
         gui_task=prompts.upstream_gui_task,
         gui_page_rule="",
+        gui_limit=prompts.upstream_gui_limit,
     ),
 }
 

@@ -142,21 +142,32 @@ languages, frameworks and good practices.
 
 Where your code runs: a WebContainer, a Node.js runtime emulated inside the browser with a
 zsh-like shell. It cannot run native binaries or compile C/C++ (no g++); python and python3 exist
-but only with the standard library (no pip, no third-party modules); git is not available; diff
-and patch editing are impossible, so files are always written whole. A web server needs an npm
-package (Vite preferred, or servor, serve, http-server) or Node's own APIs; prefer Vite to a
-hand-written server. Prefer Node.js scripts to shell scripts. Prefer databases and packages
-without native code (libsql, sqlite). The shell offers the usual file commands (cat, cp, ls, mkdir,
-mv, rm, rmdir, touch), system information (hostname, ps, pwd, uptime, env), node, python3, curl,
-jq, and similar tools.
+but only with the standard library (no pip, no third-party modules, not even standard modules that
+need system libraries such as curses); git is not available; diff and patch editing are
+impossible, so files are always written whole. A web server needs an npm package (Vite preferred,
+or servor, serve, http-server) or Node's own APIs; prefer Vite to a hand-written server. Prefer
+Node.js scripts to shell scripts. Prefer databases and packages without native code (libsql,
+sqlite). The shell offers the usual file commands (cat, cp, ls, mkdir, mv, rm, rmdir, touch),
+system information (hostname, ps, pwd, uptime, env), node, python3, jq, curl and similar tools.
+The working directory is the project's root; every path you write is relative to it.
 
 Indent code with 2 spaces. Answer in plain markdown; use no HTML tags except the artifact tags.
 
+Plan first. Before the code, outline in two to four short lines what you will do: the concrete
+steps, the main components, the difficulties you expect. For example:
+- asked for a to-do list that survives a reload: "I will: 1. set up Vite and React; 2. write
+  TodoList and TodoItem components; 3. keep the items in localStorage; 4. add adding, editing and
+  deleting." and then the rest of the answer;
+- asked why API calls fail: "First I will: 1. look at the network requests; 2. check the endpoint
+  format; 3. read the error handling." and then the rest of the answer.
+
 How to answer with code:
-1. Think the whole project through first: every file that is needed, every earlier change, the
-   dependencies. Always work from the latest version of each file.
+1. Think the whole project through before writing: every file that is needed, every earlier
+   change (always edit the latest version of a file), the dependencies, and what a change
+   breaks elsewhere.
 2. Put everything in one <boltArtifact id="kebab-case-id" title="Title"> (reuse the id when you
-   update the project), holding <boltAction> tags in the order they must run:
+   update the project), holding <boltAction> tags in the order they must run (a file must exist
+   before a shell command that uses it):
    - <boltAction type="file" filePath="relative/path">the whole file</boltAction> creates or
      replaces a file;
    - <boltAction type="shell">command</boltAction> runs a shell command (use --yes with npx, join
@@ -171,12 +182,24 @@ How to answer with code:
    named.
 6. If a login is required, predefine a user with username "admin" and password "admin123456"
    (and email "admin@example.com" if an email is required).
-7. Never say "artifact" in your prose, never tell the user to open a preview URL, do not explain
-   unless asked: reply with the artifact that sets the whole project up, first.
+7. Never say "artifact" in your prose ("We set up a snake game", not "This artifact sets up a
+   snake game"), never tell the user to open a preview URL, do not explain unless asked: reply
+   first with the artifact that sets the whole project up.
 
-Example: a Vite + React app is written as package.json (scripts.dev = "vite", react, react-dom,
-@vitejs/plugin-react, vite), index.html, src/main.jsx, src/App.jsx and src/index.css file
-actions, then <boltAction type="start">npm run dev</boltAction>."""
+Worked examples (file contents shortened here to "..."; yours are always whole):
+- "Write a JavaScript function for the factorial of a number": one sentence, then an artifact
+  with id "factorial-function": a file action index.js holding the function, then a shell
+  action `node index.js`.
+- "Build a snake game": one sentence, then an artifact with id "snake-game": a file action
+  package.json (name "snake", scripts.dev "vite"), a shell action `npm install --save-dev vite`,
+  a file action index.html holding the game, and a start action `npm run dev`; then one short
+  paragraph on how to play.
+- "Make a bouncing ball with real gravity in React": one sentence, then an artifact with id
+  "bouncing-ball-react": a file action package.json (private, type "module", scripts dev "vite",
+  build "vite build", preview "vite preview"; dependencies react, react-dom and react-spring;
+  devDependencies @types/react, @types/react-dom, @vitejs/plugin-react and vite), file actions
+  index.html, src/main.jsx, src/index.css and src/App.jsx, and a start action `npm run dev`;
+  then one sentence on what the page shows."""
 
 # Purpose: the upstream profile's request for one GUI-agent test instruction from the requirement.
 UPSTREAM_TEST_INSTRUCTION_USER = """From the website development instruction below, work out what the website
@@ -197,6 +220,18 @@ UPSTREAM_TEST_SUFFIX = f"""
 
 When the site asks for a username, a password or an email while you test, enter "{LOGIN_USERNAME}",
 "{LOGIN_PASSWORD}" and "{LOGIN_EMAIL}".
+
+Answer with one of:
+- YES: the testing instruction was fully achieved while you interacted with the site.
+- NO: the testing instruction was not achieved at all.
+Base your final answer on what you experienced while testing."""
+
+# Purpose: upstream profile: the GUI agent's last iteration, where it must answer (WebVoyager's limit prompt).
+UPSTREAM_GUI_LIMIT = """You have used up the interactions you were allowed with the website.
+
+Judge how your attempts went against the testing instruction:
+
+Testing instruction: {instruction}
 
 Answer with one of:
 - YES: the testing instruction was fully achieved while you interacted with the site.
@@ -365,6 +400,15 @@ def bullet_list(items: Iterable[str]) -> str:
 
 def upstream_test_instruction_user(requirement: str) -> str:
     return UPSTREAM_TEST_INSTRUCTION_USER.format(requirement=requirement.strip())
+
+
+def upstream_gui_limit(instruction: str) -> str:
+    return UPSTREAM_GUI_LIMIT.format(instruction=instruction.strip())
+
+
+def no_limit_prompt(instruction: str) -> str:
+    """The default profile adds nothing to browser-use's own last step."""
+    return ""
 
 
 def upstream_gui_summary_user(instruction: str, trajectory: Iterable[str]) -> str:

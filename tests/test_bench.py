@@ -85,6 +85,13 @@ CHECKED_TASK = "Find the page's main heading"
 
 # name -> rule; names let the tests find which rule answered a request.
 RULES: dict[str, dict] = {
+    # First: the grader's request holds the whole instruction, which other rules' phrases come from.
+    # WebGen-Bench's form: free text, then "Grade: N" (the first digit after "Grade" is read).
+    "appearance": {
+        "model": "scripted-eval-vlm",
+        "contains": ["Modernness and beauty"],
+        "content": "Analysis: renders cleanly, on topic; tidy but plain (2 of 4 criteria excellent).\n\nGrade: 4",
+    },
     # -- the agent (generation) --
     "coder-trivia": {
         "model": "scripted-coder",
@@ -157,11 +164,6 @@ RULES: dict[str, dict] = {
         "model": "scripted-eval-vlm",
         "contains": [HOMEPAGE],
         **done("YES - the homepage offers demographic, economic and crime comparisons."),
-    },
-    "appearance": {
-        "model": "scripted-eval-vlm",
-        "schema": "AppearanceGrade",
-        "json": {"score": 4, "reason": "Renders cleanly, on topic, tidy but plain."},
     },
     # -- the loops that check requirements (bench --loop single): written by the agent's feedback model --
     "requirements": {

@@ -14,26 +14,35 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
+import re
 import statistics
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import VITE_TEMPLATE_FILES
-from webgen_agent.apps.bench.evaluate import parse_answer, webgen_bench_verdict
+from webgen_agent.apps.bench.evaluate import appearance_messages, parse_answer, webgen_bench_verdict
+from webgen_agent.apps.bench.prompts import appearance_grade
 from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import export_trajectories, load_trajectories
 from webgen_agent.checkpoints.history import final_state
+from webgen_agent.checkpoints.rewards import advantages, upstream_pool
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.state import Step
 from webgen_agent.graph.api import run_requirement
+from webgen_agent.nodes.feedback import upstream_feedback
+from webgen_agent.nodes.gui_testing import upstream_gui_result
+from webgen_agent.nodes.prompts import UPSTREAM_FEEDBACK
 from webgen_agent.tools.bolt import has_repetition, parse_reply
+from webgen_agent.tools.gui_agent import GuiRun
 
 REQUIREMENT = "Build a counter page: it shows a count and an Add button that raises it by one."
 QUOTES = "Build a page that lists three famous quotes."
@@ -148,13 +157,14 @@ RULES: list[dict[str, Any]] = [
     {
         "model": "scripted-feedback",
         "schema": "GuiSummary",
-        "contains": ["Final answer: YES"],
+        # The summary reads the agent's own messages (its answer is its last), a marker for each page.
+        "contains": ["[webpage screenshot]", "YES - the count shows 1 after Add."],
         "json": {"passed": True, "suggestions": "", "grade": 3},
     },
     {
         "model": "scripted-feedback",
         "schema": "GuiSummary",
-        "contains": ["Final answer: NO"],
+        "contains": ["[webpage screenshot]", "NO - the count stayed at 0."],
         "json": {"passed": False, "suggestions": "Give the Add button a click handler.", "grade": 2},
     },
 ]
@@ -162,6 +172,7 @@ RULES: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 async def upstream_runs(tmp_path_factory, chromium_path, vite_template):
+    # vite_template: its one npm install fills the shared dependency cache these sites install from.
     base = tmp_path_factory.mktemp("fidelity")
     db = base / "webgen.db"
     scenario = Scenario.model_validate({"name": "upstream-fidelity", "rules": RULES})
@@ -318,41 +329,74 @@ async def test_repetitive_edit_runs_but_scores_minus_one(upstream_runs):
     assert record["pool_rewards"] == [-1.0] and record["pool_steps"] == [[0, 1]]
 
 
-# ---- reward pools: a reference computation of upstream's rule ----------------------------------
+# ---- reward pools: upstream's code, ported here ---------------------------------------------------
+# A port of WebGen-RL's own code (not the project's): the score list its rollout builds
+# (verl/workers/agentic/webgen_agent/generation.py, execute_predictions lines 432-446, and the
+# "position" update of run_llm_loop lines 341-344), the reward its reward manager gives each entry
+# (verl/workers/reward_manager/webgen.py lines 25-30) and the step-level GRPO advantage
+# (verl/trainer/ppo/core_algos.py compute_step_level_grpo_advantage, lines 152-206).
+
+Turn = tuple[str, int, int, bool]  # (kind: edit / validated / finish, screenshot grade, GUI grade, good format)
 
 
-def reference_pool(turns: list[tuple[str, int, int, bool]]) -> list[tuple[float, list[int]]]:
-    """Upstream's score list for one trajectory, as its rollout code builds it.
-
-    ``turns``: (kind, screenshot grade, GUI grade, good format) per coder turn. An edit turn appends
-    {screenshot, gui 0}; a validated turn writes its GUI grade into the last entry and, when badly
-    formatted, appends a copy marked bad; a finish turn appends a bad copy only when badly formatted.
-    After every turn the last entry's segment end moves to the end of that turn. Reward: -1 when bad,
-    else screenshot + GUI.
-    """
+def upstream_scores(turns: list[Turn]) -> list[dict[str, Any]]:
+    """generation.py's ``scores[i]`` for one trajectory; ``position`` is the last turn an entry covers."""
     scores: list[dict[str, Any]] = []
     for turn, (kind, shot, gui, good) in enumerate(turns):
-        if kind == "edit":
-            scores.append({"shot": shot, "gui": 0, "good": good, "turns": []})
-        elif kind == "validated":
-            scores[-1]["gui"] = gui
+        if kind == "validated":  # result["is_webvoyager"]
+            scores[-1]["webvoyager_score"] = gui
             if not good:
-                scores.append({**scores[-1], "good": False, "turns": []})
-        elif not good:
-            scores.append({**scores[-1], "good": False, "turns": []})
-        scores[-1]["turns"].append(turn)
-    return [(float(s["shot"] + s["gui"]) if s["good"] else -1.0, s["turns"]) for s in scores]
+                scores.append({**scores[-1], "is_good_format": False})
+        elif kind == "edit":  # not is_finished: an edit turn's GUI grade is 0
+            scores.append({"webvoyager_score": 0, "screenshot_score": shot, "position": -1, "is_good_format": good})
+        elif not good:  # a finish turn
+            scores.append({**scores[-1], "is_good_format": False})
+        if scores:  # run_llm_loop: the last entry's segment now ends after this turn
+            scores[-1]["position"] = turn
+    for score in scores:  # reward_manager/webgen.py
+        score["reward"] = (
+            -1 if not score.get("is_good_format", True) else score["screenshot_score"] + score["webvoyager_score"]
+        )
+    return scores
 
 
-def reference_advantages(rewards: list[float]) -> list[float]:
+def upstream_pool_turns(scores: list[dict[str, Any]], turns: int) -> list[list[int]]:
+    """The turns whose tokens each entry's advantage multiplies (core_algos: from the previous entry's
+    position, or the start, to its own)."""
+    covered, pre = [], 0
+    for score in scores:
+        covered.append(list(range(pre, score["position"] + 1)))
+        pre = score["position"] + 1
+    assert pre == turns
+    return covered
+
+
+def upstream_advantages(group: list[list[dict[str, Any]]]) -> list[float]:
+    """compute_step_level_grpo_advantage over one prompt's trajectories, entry by entry."""
+    rewards = [score["reward"] for trajectory in group for score in trajectory]
     if len(rewards) == 1:
-        return [rewards[0] / (1.0 + 1e-6)]
-    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
-    return [(r - mean) / (std + 1e-6) for r in rewards]
+        mean, std = 0.0, 1.0
+    else:
+        mean, std = statistics.mean(rewards), statistics.stdev(rewards)  # torch.std is the sample std
+    return [(reward - mean) / (std + 1e-6) for reward in rewards]
 
 
-TRAJECTORY_A = [("edit", 2, 0, True), ("edit", 4, 0, True), ("validated", 4, 3, True), ("finish", 4, 3, True)]
-TRAJECTORY_B = [
+def project_steps(turns: list[Turn]) -> list[Step]:
+    """The same turns as the project's step records (what ``upstream_pool`` reads)."""
+    action = {"edit": "edit", "validated": "screenshot_validated", "finish": "finish"}
+    return [
+        cast(Step, {"index": n, "action": action[kind], "screenshot_score": shot, "gui_score": gui, "format_ok": good})
+        for n, (kind, shot, gui, good) in enumerate(turns)
+    ]
+
+
+TRAJECTORY_A: list[Turn] = [
+    ("edit", 2, 0, True),
+    ("edit", 4, 0, True),
+    ("validated", 4, 3, True),
+    ("finish", 4, 3, True),
+]
+TRAJECTORY_B: list[Turn] = [
     ("edit", 3, 0, True),
     ("edit", 3, 0, True),
     ("edit", 5, 0, True),
@@ -361,24 +405,51 @@ TRAJECTORY_B = [
 ]
 
 
-def test_the_two_trajectory_example_pools_to_the_published_numbers():
-    pools = reference_pool(TRAJECTORY_A) + reference_pool(TRAJECTORY_B)
-    rewards = [reward for reward, _ in pools]
-    assert rewards == [2, 7, 3, 3, 7, -1]
-    assert statistics.mean(rewards) == 3.5 and round(statistics.stdev(rewards), 2) == 3.08
-    # B's finish turn joins the badly formatted copy: its advantage is -1.46.
-    assert pools[-1][1] == [3, 4] and round(reference_advantages(rewards)[-1], 2) == -1.46
+def random_trajectory(rng: random.Random) -> list[Turn]:
+    """Starts with an edit (upstream's trainer fails on a control turn before any entry)."""
+    turns: list[Turn] = []
+    for n in range(rng.randint(1, 8)):
+        kind = "edit" if n == 0 else rng.choice(["edit", "edit", "validated", "finish"])
+        turns.append((kind, rng.randint(0, 5), rng.randint(0, 5) if kind == "validated" else 0, rng.random() > 0.2))
+    return turns
+
+
+def test_project_pools_and_advantages_equal_upstreams_code_on_random_groups():
+    rng = random.Random(7)
+    for _ in range(300):
+        group = [random_trajectory(rng) for _ in range(rng.randint(1, 5))]
+        ported = [upstream_scores(turns) for turns in group]
+        pools = [upstream_pool(project_steps(turns)) for turns in group]
+        assert [[e.reward for e in pool] for pool in pools] == [[s["reward"] for s in t] for t in ported]
+        assert [[e.steps for e in pool] for pool in pools] == [
+            upstream_pool_turns(t, len(turns)) for t, turns in zip(ported, group, strict=True)
+        ]
+        project = advantages([e.reward for pool in pools for e in pool])
+        assert project == pytest.approx(upstream_advantages(ported))
+
+
+def test_the_two_trajectory_example_pools_as_upstreams_code_does():
+    """The example of docs/exports.md (this project's, run through both): A and B in one group."""
+    ported = [upstream_scores(TRAJECTORY_A), upstream_scores(TRAJECTORY_B)]
+    pools = [upstream_pool(project_steps(TRAJECTORY_A)), upstream_pool(project_steps(TRAJECTORY_B))]
+    assert [e.reward for pool in pools for e in pool] == [s["reward"] for t in ported for s in t] == [2, 7, 3, 3, 7, -1]
+    # B's finish turn joins the badly formatted copy its validated turn added.
+    assert pools[1][-1].steps == upstream_pool_turns(ported[1], 5)[-1] == [3, 4]
+    assert advantages([e.reward for pool in pools for e in pool]) == pytest.approx(upstream_advantages(ported))
 
 
 @pytest.mark.e2e
 async def test_exported_pools_and_advantages_equal_the_reference(upstream_runs):
     records = [r for r in upstream_runs["exports"]["step-grpo"] if r["group_id"] == "counter"]
-    pools = {"a": reference_pool(TRAJECTORY_A), "b": reference_pool(TRAJECTORY_B)}
-    rewards = [reward for run in ("a", "b") for reward, _ in pools[run]]
+    ported = {"a": upstream_scores(TRAJECTORY_A), "b": upstream_scores(TRAJECTORY_B)}
+    pools = {
+        run: [(s["reward"], covered) for s, covered in zip(t, upstream_pool_turns(t, len(turns)), strict=True)]
+        for run, t, turns in (("a", ported["a"], TRAJECTORY_A), ("b", ported["b"], TRAJECTORY_B))
+    }
     advantage = dict(
         zip(
             [(run, n) for run in ("a", "b") for n in range(len(pools[run]))],
-            reference_advantages(rewards),
+            upstream_advantages([ported["a"], ported["b"]]),
             strict=True,
         )
     )
@@ -457,3 +528,203 @@ def test_repetition_rule_is_upstreams():
 def test_bench_verdict_rules(answer, webgen_bench, strict):
     assert webgen_bench_verdict(answer) == webgen_bench
     assert parse_answer(answer) == strict
+
+
+# ---- the benchmark's appearance grade and the GUI test's harness error --------------------------
+
+
+def upstream_first_grade_int(text: str) -> int:
+    """WebGen-Bench src/grade_appearance_bolt_diy/compute_grade.py first_grade_int (lines 52-72), ported."""
+    match = re.search(r"Grade.*?(\d)", text, flags=re.IGNORECASE | re.DOTALL)
+    return int(match.group(1)) if match else 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Analysis: clean and modern.\n\nGrade: 4",
+        "Analysis: broken layout.\n\n**Grade:** 2/5",
+        "The page is good. grade 5",
+        "Analysis: mostly fine, 3 sections render.\nGRADE:\n3",
+        "Analysis: no grade given.",
+        "Grading this page: it deserves a 4",  # "Grading" does not hold "Grade": 0, as upstream reads it
+    ],
+)
+def test_appearance_grade_is_read_as_webgen_bench_reads_it(answer):
+    assert appearance_grade(answer) == upstream_first_grade_int(answer)
+
+
+def test_appearance_request_is_webgen_benchs_free_text_form():
+    messages = appearance_messages("Build a bakery site with a cream background.", b"\x89PNG")
+    assert messages[0]["content"] == "You are a helpful assistant."  # WebGen-Bench's vlm_eval.py system prompt
+    text = messages[1]["content"][0]["text"]
+    assert "cream background" in text and text.rstrip().endswith("Grade: <1-5>")
+
+
+async def test_a_gui_harness_error_grades_0_and_calls_no_model():
+    """WebGen-Agent: an exception while the GUI agent runs is a webvoyager_error, grade 0, an errored
+    step (src/agent/webgen_agent.py get_feedback lines 156-160; utils/execute_for_feedback.py 279-280)."""
+    context = scripted_context("http://127.0.0.1:9/v1", profile="upstream")  # nothing listens there
+    run = GuiRun(stopped_reason="error", errors=["Chromium did not start"])
+    result = await upstream_gui_result(context, "Click Add.", run)
+    assert (result.score, result.passed, result.error) == (0, None, "Chromium did not start")
+
+
+# ---- the feedback's format: upstream's get_feedback, ported with this project's sentences ---------
+
+
+def upstream_get_feedback(
+    say: dict[str, str],
+    instruction: str,
+    run: dict[str, Any],
+    description: dict[str, str] | None = None,
+    is_webvoyager: bool = False,
+) -> str:
+    """WebGen-Agent src/agent/webgen_agent.py get_feedback (lines 128-214), ported: which parts, in which
+    order, joined how; each fixed sentence taken from ``say`` (upstream's are paraphrased there)."""
+    output: list[str] = []
+    suffix: list[str] = []
+    stages: list[str] = []
+    if run["install_error"]:
+        stages.append("dependency installation")
+        output.append(
+            say["install_failed"] + "\n\n" + "\n\n".join(f"> {cmd}\n{o}" for cmd, o in run["install_results"])
+        )
+        suffix.append(say["command_failed"].format(command=run["install_error"][0]))
+    else:
+        output.append(say["install_ok"])
+    if run["start_error"]:
+        stages.append("service starting")
+        output.append(f"{say['start_failed']}\n\n{run['start_results']}")
+        suffix.append(say["service_failed"])
+    else:
+        output.append(say["start_ok"])
+    if is_webvoyager:
+        if run["webvoyager_error"]:
+            output.append(f"{say['gui_error']}\n\n{run['webvoyager_error']}")
+            stages.append("GUI agent navigation")
+        elif "improvement_suggestions" in run["webvoyager_feedback"]:
+            suggestions = run["webvoyager_feedback"]["improvement_suggestions"]
+            output.append(f"{say['gui_suggestions']}\n\n{suggestions}" if suggestions else say["gui_ok"])
+        else:
+            output.append(say["no_gui_summary"])
+            stages.append("GUI agent trajectory collection")
+    elif run["screenshot_error"]:
+        output.append(f"{say['no_screenshot']}\n\n{run['screenshot_error']}")
+        stages.append("screenshot collection")
+    elif description is not None:
+        described = False
+        for key, heading in (("error_message", "visible_error"), ("screenshot_description", "description")):
+            if description.get(key):
+                output.append(f"{say[heading]}\n\n{description[key]}")
+                described = True
+                if key == "error_message":
+                    stages.append("screenshot")
+        if description.get("suggestions"):
+            output.append(f"{say['suggestions']}\n\n{description['suggestions']}")
+            described = True
+        if not described:
+            output.append(say["no_description"])
+            stages.append("screenshot description")
+    if stages:
+        suffix.append(say["fix"].format(stages=", ".join(stages)))
+    else:
+        suffix.append(say["ask_finish"] if is_webvoyager else say["ask_validated"])
+    return (
+        "\n\n".join(output)
+        + "\n\n"
+        + "\n".join(suffix)
+        + f"\n\n{say['instruction']}\n\n{instruction}\n\n"
+        + say["reminder"]
+    )
+
+
+def run_result(**changes: Any) -> dict[str, Any]:
+    """What upstream's execute_for_feedback returns for a step that went well, with ``changes``."""
+    return {
+        "install_results": [("npm install", "added 3 packages")],
+        "install_error": [],
+        "start_results": "VITE ready",
+        "start_error": False,
+        "screenshot_error": "",
+        "webvoyager_error": "",
+        "webvoyager_feedback": {},
+        **changes,
+    }
+
+
+def edit_step(**changes: Any) -> Step:
+    step = {
+        "index": 0,
+        "action": "edit",
+        "tests_step": None,
+        "execution": {"install_error": False, "start_error": False, "error": None},
+        "screenshot": "shot",
+        "visible_error": "",
+        "description": "",
+        "suggestions": [],
+        **changes,
+    }
+    return cast(Step, step)
+
+
+def gui_step(**changes: Any) -> Step:
+    return cast(Step, {"index": 1, "action": "screenshot_validated", "tests_step": 0, "gui_error": "", **changes})
+
+
+FEEDBACK_CASES = {
+    "described": (
+        edit_step(description="A cream page.", suggestions=["Widen the menu."]),
+        None,
+        {},
+        dict(
+            run=run_result(), description={"screenshot_description": "A cream page.", "suggestions": "Widen the menu."}
+        ),
+    ),
+    "visible error, install failed": (
+        edit_step(execution={"install_error": True, "start_error": False, "error": None}, visible_error="404"),
+        None,
+        {"install": "npm ERR! code ETARGET"},
+        dict(
+            run=run_result(install_error=["npm install"], install_results=[("npm install", "npm ERR! code ETARGET")]),
+            description={"error_message": "404"},
+        ),
+    ),
+    "nothing described": (edit_step(), None, {}, dict(run=run_result(), description={})),
+    "GUI suggestions": (
+        gui_step(gui_passed=False, gui_suggestions=["Make Add count."]),
+        edit_step(),
+        {},
+        dict(run=run_result(webvoyager_feedback={"improvement_suggestions": "Make Add count."}), is_webvoyager=True),
+    ),
+    "GUI passed": (
+        gui_step(gui_passed=True, gui_suggestions=[]),
+        edit_step(),
+        {},
+        dict(run=run_result(webvoyager_feedback={"improvement_suggestions": ""}), is_webvoyager=True),
+    ),
+    "GUI error, start failed": (
+        gui_step(gui_passed=None, gui_error="Chromium did not start"),
+        edit_step(execution={"install_error": False, "start_error": True, "error": None}),
+        {"server": "Error: port busy"},
+        dict(
+            run=run_result(
+                start_error=True, start_results="Error: port busy", webvoyager_error="Error: Chromium did not start"
+            ),
+            is_webvoyager=True,
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FEEDBACK_CASES))
+def test_feedback_has_upstreams_parts_order_and_joins(case):
+    step, tested, logs, upstream = FEEDBACK_CASES[case]
+    say = UPSTREAM_FEEDBACK
+    assert upstream_feedback(REQUIREMENT, step, tested, logs) == upstream_get_feedback(say, REQUIREMENT, **upstream)
+
+
+def test_feedback_asks_for_upstreams_exact_signal_tags():
+    # Upstream fixes the tags the coder must send (get_feedback lines 206 and 208).
+    assert '<boltAction type="screenshot_validated"/>' in UPSTREAM_FEEDBACK["ask_validated"]
+    assert '<boltAction type="finish"/>' in UPSTREAM_FEEDBACK["ask_finish"]

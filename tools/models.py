@@ -129,7 +129,9 @@ class StructuredAnswer(BaseModel, Generic[T]):
     logprobs: list[dict[str, Any]] | None = Field(
         default=None, description="Per-token logprobs of the used answer, when asked for and returned."
     )
-    last_text: str = Field(default="", description="The text of the last answer, used or not (the upstream profile reads it).")
+    last_text: str = Field(
+        default="", description="The text of the last answer, used or not (the upstream profile reads it)."
+    )
 
 
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host

@@ -8,9 +8,10 @@ agent session in a fresh browser context of the evaluation's one Chromium (like 
 browser per task: no localStorage or cookies carried from one case to the next, and the agent sees
 no other case's tabs) and the landing page is screenshot in the same Chromium and graded by the VLM.
 
-Verdicts: in ``webgen-bench`` mode (the default) WebGen-Bench's own rule decides from the agent's
-final answer: "YES" anywhere, else "PARTIAL" anywhere, else NO (no answer is NO), so accuracy is
-comparable with the paper's. In ``strict`` mode the answer decides only when it starts with YES,
+Verdicts: in ``webgen-bench`` mode (the default) the agent runs as WebGen-Bench runs it (one action
+per iteration, 3 screenshots kept, an answer forced at the last iteration) and WebGen-Bench's own
+rule decides from its final answer: "YES" anywhere, else "PARTIAL" anywhere, else NO (no answer is
+NO), so accuracy is comparable with the paper's. In ``strict`` mode the answer decides only when it starts with YES,
 PARTIAL or NO; otherwise (the agent ran out of actions or time, or answered something else) the
 feedback model judges the run from its actions and last screenshot, as a ``CaseVerdict``. In
 ``feedback`` mode the feedback model always decides.
@@ -34,12 +35,12 @@ from pathlib import Path
 from webgen_agent.apps.bench import prompts
 from webgen_agent.apps.bench.config import EvalSettings
 from webgen_agent.apps.bench.results import JsonlStore
-from webgen_agent.apps.bench.views import Answer, AppearanceGrade, CaseResult, CaseVerdict, SiteResult, VerdictSource
+from webgen_agent.apps.bench.views import Answer, CaseResult, CaseVerdict, SiteResult, VerdictSource
 from webgen_agent.core.context import api_key_for, find_chromium
 from webgen_agent.nodes.gui_testing import describe_action
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
-from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
+from webgen_agent.tools.models import ModelCallError, Usage, ask_structured, complete
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import DEPS_MARKER, ExecutionResult, SiteRunner
 from webgen_agent.tools.webgen_bench import BenchRecord, UITestCase
@@ -65,6 +66,17 @@ def webgen_bench_verdict(text: str | None) -> Answer:
     if "PARTIAL" in text:
         return "PARTIAL"
     return "NO"
+
+
+def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
+    """The GUI agent as WebGen-Bench runs it (webvoyager/run.py with --max_iter 15 --max_attached_imgs 3):
+    one action per iteration, the latest 3 screenshots in every request, and on the last iteration an
+    answer forced against the expected result, so that a run out of actions still says YES, PARTIAL or NO."""
+    return {
+        "max_actions_per_step": 1,
+        "screenshots_kept": 3,
+        "last_step_prompt": prompts.case_limit(case.expected_result),
+    }
 
 
 def parse_answer(text: str | None) -> Answer | None:
@@ -365,6 +377,8 @@ class Evaluator:
             viewport=(self.settings.viewport_width, self.settings.viewport_height),
             offline_pages=self.settings.offline_pages,
         )
+        if self.settings.verdict == "webgen-bench":
+            settings = settings.model_copy(update=webgen_bench_agent(case))
         task = prompts.case_task(url, case.task, case.expected_result, self.settings.max_actions)
         return await run_gui_agent(url=url, task=task, settings=settings)
 
@@ -440,16 +454,19 @@ class Evaluator:
         shot.write_bytes(capture.png)
         base = base.model_copy(update={"screenshot": str(shot.relative_to(self.out_dir))})
         try:
-            graded = await ask_structured(
-                self.settings.appearance, "vlm", appearance_messages(record.instruction, capture.png), AppearanceGrade
+            graded = await complete(
+                self.settings.appearance, "vlm", appearance_messages(record.instruction, capture.png)
             )
         except ModelCallError as exc:
             return base.model_copy(update={"error": _short(str(exc))})
-        usage = {"input_tokens": graded.usage.input_tokens, "output_tokens": graded.usage.output_tokens}
-        if graded.value is None:
-            return base.model_copy(update={"error": graded.error, **usage})
+        # WebGen-Bench's reading: the first digit after "Grade" in the free-text answer, else 0.
         return base.model_copy(
-            update={"appearance": graded.value.score, "appearance_reason": _short(graded.value.reason), **usage}
+            update={
+                "appearance": prompts.appearance_grade(graded.text),
+                "appearance_reason": _short(graded.text),
+                "input_tokens": graded.usage.input_tokens,
+                "output_tokens": graded.usage.output_tokens,
+            }
         )
 
     # -- records ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """WebGen-Bench types: what the evaluation models answer, and the records the benchmark writes.
 
-Model answers (``CaseVerdict``, ``AppearanceGrade``) forbid extra fields so a sloppy answer is
+Model answers (``CaseVerdict``) forbid extra fields so a sloppy answer is
 retried rather than half-read. Records (``CaseResult``, ``SiteResult``, ``GenerationRecord``) are
 one JSON line each, carry their own key, and hold everything the summary is computed from, so
 ``summary.json`` can always be rebuilt from ``results.jsonl`` and ``sites.jsonl`` alone.
@@ -32,23 +32,6 @@ class CaseVerdict(BaseModel):
         "NO: not at all, or the run shows no evidence that it was."
     )
     reason: str = Field(description="One or two sentences: what the run showed that decides the verdict.")
-
-
-class AppearanceGrade(BaseModel):
-    """The VLM's grade of a website's landing page, by the benchmark's appearance rubric."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    score: int = Field(
-        ge=1,
-        le=5,
-        description="1 does not render or is unrelated; 2 renders but poor or mostly off-requirement; "
-        "3 acceptable; 4 good; 5 polished, harmonious, modern and fully on-requirement.",
-    )
-    reason: str = Field(description="What in the screenshot decided the score, by the four rubric points.")
-
-
-# -- records -------------------------------------------------------------------------------------
 
 
 class CaseResult(BaseModel):
@@ -88,7 +71,13 @@ class SiteResult(BaseModel):
     started: bool
     start_stage: str | None = Field(default=None, description="install, start or http when it did not start.")
     start_error: str | None = None
-    appearance: int = Field(default=0, ge=0, le=5, description="1-5; 0 when the site never started or was not graded.")
+    appearance: int = Field(
+        default=0,
+        ge=0,
+        le=9,
+        description="The grader's 1-5, read as WebGen-Bench reads it (the first digit after 'Grade'); 0 when the "
+        "site never started, was not graded, or the answer had no grade.",
+    )
     appearance_reason: str = ""
     screenshot: str | None = Field(default=None, description="Landing-page PNG, relative to the output folder.")
     install_s: float = 0.0

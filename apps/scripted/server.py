@@ -125,6 +125,7 @@ class ScriptedModel:
             rule_index=rule_index,
             status=status,
             last_user_text=facts.last_user_text if facts else "",
+            images=facts.image_count if facts else 0,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )

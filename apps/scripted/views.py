@@ -212,6 +212,7 @@ class RequestRecord(BaseModel):
     rule_index: int | None = Field(description="Index of the rule that answered; None when none matched.")
     status: int = Field(description="HTTP status sent; 0 when the connection was dropped mid-answer.")
     last_user_text: str = Field(default="", description="The text of the request's last user message.")
+    images: int = Field(default=0, description="Images in the request's messages.")
     prompt_tokens: int = Field(default=0, description="The usage the answer reported (0 when none was sent).")
     completion_tokens: int = Field(default=0, description="The usage the answer reported (0 when none was sent).")
 

@@ -42,4 +42,6 @@ RULES = ProfileRules(
     judge_attempts=3,
     inference=OBSERVATIONS,
     rollout=OBSERVATIONS,
+    gui_actions_per_step=3,  # browser-use's own: several actions per answer, one screenshot
+    gui_screenshots_kept=1,
 )

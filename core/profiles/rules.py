@@ -108,6 +108,10 @@ class ProfileRules:
     judge_attempts: int
     inference: EnvironmentRules  # an agent run's observations
     rollout: EnvironmentRules  # a Step-GRPO rollout's observations (`rollout`)
+    # The GUI agent's browser actions per model answer (its action budget's last step offers only
+    # the answer, so 1 gives budget - 1 actions and then a forced answer).
+    gui_actions_per_step: int
+    gui_screenshots_kept: int  # screenshots in each of the GUI agent's requests (the latest ones)
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:
         """The observation rules of ``name`` (a run's ``environment``)."""

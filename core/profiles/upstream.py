@@ -62,4 +62,6 @@ RULES = ProfileRules(
     judge_attempts=1,  # A utils/get_screenshot_description.py: one call, parsed once
     inference=AGENT_LOOP,
     rollout=ROLLOUT_ENVIRONMENT,
+    gui_actions_per_step=1,  # WebVoyager: one action per iteration, the last 3 screenshots kept
+    gui_screenshots_kept=3,
 )

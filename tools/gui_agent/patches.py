@@ -13,6 +13,9 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
+- Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
+  (``_keep_recent_screenshots``), and a prompt of our own added to the last step
+  (``_add_last_step_prompt``).
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ def _import_browser_use() -> None:
     _shorten_click_download_wait()
     _forget_import_time_downloads_dir()
     _make_config_dirs_once()
+    _keep_recent_screenshots()
+    _add_last_step_prompt()
     gc.collect()
     gc.freeze()
 
@@ -214,3 +219,89 @@ def _make_config_dirs_once() -> None:
 def _rmdir_if_empty(path: Path) -> None:
     with contextlib.suppress(OSError):
         path.rmdir()
+
+
+# Screenshots of earlier steps for the request being built (see _keep_recent_screenshots).
+_EARLIER_SCREENSHOTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "webgen_browser_use_earlier_screenshots", default=()
+)
+# Attributes this project sets on a browser-use agent and its message manager (configure_agent).
+_KEPT_ATTRIBUTE = "webgen_screenshots_kept"
+_SEEN_ATTRIBUTE = "webgen_screenshots_seen"
+_LAST_STEP_ATTRIBUTE = "webgen_last_step_prompt"
+
+
+def configure_agent(agent: Any, *, screenshots_kept: int = 1, last_step_prompt: str = "") -> None:
+    """Ask one agent for the latest ``screenshots_kept`` screenshots in each request, and for
+    ``last_step_prompt`` on its last step (where browser-use offers only ``done``)."""
+    import_browser_use()
+    setattr(agent._message_manager, _KEPT_ATTRIBUTE, screenshots_kept)
+    setattr(agent._message_manager, _SEEN_ATTRIBUTE, [])
+    setattr(agent, _LAST_STEP_ATTRIBUTE, last_step_prompt)
+
+
+@functools.cache
+def _keep_recent_screenshots() -> None:
+    """Let a request carry the screenshots of the latest steps, not only the current one.
+
+    browser-use's request prompt can show several screenshots ("Previous screenshot:", then
+    "Current screenshot:"), but its message manager passes it only the current one and has no
+    setting for more. Its state-message builder is wrapped: for an agent that asked
+    (``configure_agent``) the screenshots it saw at its latest steps are handed to the prompt
+    before the current one, through a context variable read by a subclass of the prompt.
+    """
+    check_browser_use_version()
+    from browser_use.agent.message_manager import service
+    from browser_use.agent.prompts import AgentMessagePrompt
+
+    original = getattr(service.MessageManager, "create_state_messages", None)
+    if original is None or "screenshots" not in inspect.signature(AgentMessagePrompt.__init__).parameters:
+        raise UnsupportedBrowserUse("browser-use's state message takes no screenshots: earlier ones cannot be kept")
+
+    class PromptWithEarlierScreenshots(AgentMessagePrompt):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if kwargs.get("screenshots"):
+                kwargs["screenshots"] = [*_EARLIER_SCREENSHOTS.get(), *kwargs["screenshots"]]
+            super().__init__(*args, **kwargs)
+
+    @functools.wraps(original)
+    def create_state_messages(self: Any, browser_state_summary: Any, *args: Any, **kwargs: Any) -> Any:
+        kept = getattr(self, _KEPT_ATTRIBUTE, 1)
+        seen: list[str] = getattr(self, _SEEN_ATTRIBUTE, [])
+        token = _EARLIER_SCREENSHOTS.set(tuple(seen[len(seen) - kept + 1 :]) if kept > 1 else ())
+        try:
+            return original(self, browser_state_summary, *args, **kwargs)
+        finally:
+            _EARLIER_SCREENSHOTS.reset(token)
+            if kept > 1 and browser_state_summary.screenshot:
+                seen.append(browser_state_summary.screenshot)
+                del seen[: -(kept - 1)]
+
+    service.AgentMessagePrompt = PromptWithEarlierScreenshots  # type: ignore[misc]
+    service.MessageManager.create_state_messages = create_state_messages  # type: ignore[method-assign]
+
+
+@functools.cache
+def _add_last_step_prompt() -> None:
+    """Add an agent's own prompt to its last step, after browser-use's last-step message.
+
+    browser-use's last step offers only ``done`` and asks for a summary of what was found; a test
+    harness needs the answer in its own terms (e.g. YES / PARTIAL / NO against the expected
+    result). There is no setting for that message, so the method that adds it is wrapped.
+    """
+    check_browser_use_version()
+    from browser_use.agent.service import Agent
+    from browser_use.llm.messages import UserMessage
+
+    original = getattr(Agent, "_force_done_after_last_step", None)
+    if original is None:
+        raise UnsupportedBrowserUse("browser-use has no _force_done_after_last_step: the last step cannot be added to")
+
+    @functools.wraps(original)
+    async def force_done_after_last_step(self: Any, step_info: Any = None) -> None:
+        await original(self, step_info)
+        prompt = getattr(self, _LAST_STEP_ATTRIBUTE, "")
+        if prompt and step_info is not None and step_info.is_last_step():
+            self._message_manager._add_context_message(UserMessage(content=prompt))
+
+    Agent._force_done_after_last_step = force_done_after_last_step  # type: ignore[method-assign]

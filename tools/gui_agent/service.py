@@ -27,6 +27,7 @@ from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.gui_agent.patches import (
     UnsupportedBrowserUse,
     check_browser_use_version,
+    configure_agent,
     import_browser_use,
     own_event_lock,
 )
@@ -36,6 +37,7 @@ from webgen_agent.tools.gui_agent.steps import (
     capture,
     collect_frames,
     collect_history,
+    collect_messages,
     endpoint_watching_chat,
     last_history_png,
     short,
@@ -294,7 +296,7 @@ def _build_agent(
         http_client=http_client,
     )
     task = spec.task if spec.url in spec.task else f"{spec.task}\n\nThe site under test is open at {spec.url}."
-    return Agent(
+    agent: Agent = Agent(
         task=task,
         llm=llm,
         browser_session=(
@@ -320,6 +322,8 @@ def _build_agent(
         enable_signal_handler=False,  # a library must not take over Ctrl+C
         extend_system_message=settings.system_rule or None,
     )
+    configure_agent(agent, screenshots_kept=settings.screenshots_kept, last_step_prompt=settings.last_step_prompt)
+    return agent
 
 
 async def _run(
@@ -389,6 +393,7 @@ async def _run(
         final_answer=agent.history.final_result() if agent.history.is_done() else None,
         success=agent.history.is_successful(),
         actions=actions,
+        messages=collect_messages(agent),
         steps=steps,
         final_screenshot_png=final_png,
         frames=frames,

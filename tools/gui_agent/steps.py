@@ -11,6 +11,7 @@ import asyncio
 import base64
 import functools
 import io
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -187,6 +188,31 @@ def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
             if result.error:
                 errors.append(f"step {step} {name}: {short(result.error)}")
     return actions, errors, steps
+
+
+def collect_messages(agent: Agent) -> list[str]:
+    """The agent's own words at each step that got a model answer: what it judged, kept in mind and
+    meant to do next, then the actions it chose (as it wrote them)."""
+    messages = []
+    for item in agent.history.history:
+        step = item.metadata.step_number if item.metadata is not None else 0
+        output = item.model_output
+        if output is None or step == 0:
+            continue
+        parts = [
+            f"{label}: {text.strip()}"
+            for label, text in (
+                ("Thinking", output.thinking),
+                ("Evaluation of the previous goal", output.evaluation_previous_goal),
+                ("Memory", output.memory),
+                ("Next goal", output.next_goal),
+            )
+            if text and text.strip()
+        ]
+        chosen = [action.model_dump(exclude_unset=True, exclude_none=True) for action in output.action]
+        parts.append("Action: " + "; ".join(json.dumps(a, ensure_ascii=False) for a in chosen if a))
+        messages.append("\n".join(parts))
+    return messages
 
 
 def why_stopped(agent: Agent, budget: Budget, timed_out: bool, max_steps: int) -> StoppedReason:

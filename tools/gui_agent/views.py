@@ -38,6 +38,17 @@ class GuiAgentSettings(BaseModel):
     max_tokens: int | None = Field(default=None, description="Caps each answer (browser-use's own default: 4096).")
     max_actions: int = Field(default=15, ge=1, description="Browser actions in the whole run (the final done counts).")
     max_actions_per_step: int = Field(default=MAX_ACTIONS_PER_STEP, ge=1)
+    screenshots_kept: int = Field(
+        default=1,
+        ge=1,
+        description="Screenshots in each model request: the current one and the latest before it "
+        "(browser-use's own: the current one only).",
+    )
+    last_step_prompt: str = Field(
+        default="",
+        description="Added to the agent's last step, where browser-use offers only done: what the forced answer "
+        "must say (empty: browser-use's own last-step message only).",
+    )
     timeout_s: float = Field(default=300.0, gt=0, description="Deadline of the whole run.")
     chromium_path: str = Field(default="", description="Chromium started for this run alone when cdp_url is None.")
     cdp_url: str | None = Field(
@@ -96,6 +107,11 @@ class GuiRun(BaseModel):
     final_answer: str | None = Field(default=None, description="The agent's done text, if it finished.")
     success: bool | None = Field(default=None, description="The agent's own success flag, if it finished.")
     actions: list[GuiAction] = Field(default_factory=list)
+    messages: list[str] = Field(
+        default_factory=list,
+        description="The agent's own words, one per step that got a model answer: its evaluation, memory and "
+        "next goal, then the actions it chose.",
+    )
     steps: int = Field(default=0, description="Agent steps taken (model calls that returned or failed).")
     final_screenshot_png: bytes | None = Field(default=None, description="PNG of the page at the end.")
     frames: list[GuiFrame] = Field(default_factory=list, description="The page before each agent step.")

@@ -1,0 +1,114 @@
+"""The upstream GUI agent's rules (WebVoyager's run.py, as WebGen-Agent and WebGen-Bench run it):
+one action per iteration, the latest 3 screenshots in every request, and at the 15th iteration an
+answer forced from an agent that never answers by itself. Real Chromium, a static page, a scripted VLM.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from webgen_agent.apps.bench import prompts as bench_prompts
+from webgen_agent.apps.bench.evaluate import webgen_bench_agent, webgen_bench_verdict
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.core.profiles import profile_rules
+from webgen_agent.nodes.gui_testing import SCREENSHOT_MARKER, upstream_trajectory
+from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
+from webgen_agent.tools.webgen_bench import UITestCase
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title></head>
+<body><h1>High scores</h1><button type="button">Refresh</button><p>No scores yet.</p>
+<div style="height: 4000px"></div></body></html>"""
+FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
+
+
+@pytest.fixture(scope="module")
+def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("page")
+    (root / "index.html").write_text(PAGE, encoding="utf-8")
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def never_answers(forced_text: str) -> Scenario:
+    """A VLM that scrolls for ever (two scrolls an answer, of which one action per iteration is taken);
+    only the forced last step (its limit prompt) gets an answer."""
+    return Scenario.model_validate(
+        {
+            "name": "never-answers",
+            "rules": [
+                {"last_contains": [FORCED], "agent": {"actions": [{"done": {"text": forced_text, "success": True}}]}},
+                {
+                    "agent": {
+                        "actions": [{"scroll": "down"}, {"scroll": "up"}],
+                        "memory": "Still looking for the scores.",
+                    }
+                },
+            ],
+        }
+    )
+
+
+def test_upstream_profile_asks_for_webvoyager_rules() -> None:
+    upstream, default = profile_rules("upstream"), profile_rules("default")
+    assert (upstream.gui_actions_per_step, upstream.gui_screenshots_kept) == (1, 3)
+    assert (default.gui_actions_per_step, default.gui_screenshots_kept) == (3, 1)
+    assert FORCED in prompts_for("upstream").gui_limit("Check the scores.")
+    assert "Check the scores." in prompts_for("upstream").gui_limit("Check the scores.")
+    assert prompts_for("default").gui_limit("Check the scores.") == ""
+
+
+@pytest.mark.e2e
+async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iteration(
+    page_url: str, shared_browser
+) -> None:
+    """WebGen-Bench's protocol: 14 actions, the 15th iteration asks for YES / PARTIAL / NO; its PARTIAL
+    is the case's verdict (compute_acc's rule); the upstream summary reads the agent's messages."""
+    case = UITestCase.model_validate(
+        {
+            "task": "Look at the high scores.",
+            "expected_result": "A table of high scores is shown.",
+            "task_category": {"primary_category": "Data Display Testing"},
+        }
+    )
+    async with ScriptedServer(never_answers("PARTIAL - the page loads but lists no scores.")) as server:
+        settings = GuiAgentSettings(
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            cdp_url=(await shared_browser.start()).ws_url,
+            max_actions=15,
+            timeout_s=240,
+        )
+        run = await run_gui_agent(
+            url=page_url,
+            task=bench_prompts.case_task(page_url, case.task, case.expected_result, 15),
+            settings=settings.model_copy(update=webgen_bench_agent(case)),
+        )
+    requests = server.requests
+    assert run.stopped_reason == "done", run.errors
+    # 14 scrolls, one per iteration, then the answer at the 15th, when the limit prompt asked for it.
+    assert [a.name for a in run.actions] == ["scroll"] * 14 + ["done"]
+    assert [r.rule_index for r in requests] == [1] * 14 + [0]
+    assert case.expected_result in requests[-1].last_user_text
+    # The latest 3 screenshots in every request once there are 3 (1, 2, then 3 kept).
+    assert [r.images for r in requests] == [1, 2] + [3] * 13
+    assert webgen_bench_verdict(run.final_answer) == "PARTIAL"
+    # The summary WebGen-Agent asks for sees the agent's own messages, a marker for each page shown.
+    trajectory = upstream_trajectory(run)
+    assert trajectory[0::2] == [SCREENSHOT_MARKER] * 15
+    assert "Still looking for the scores." in trajectory[1] and "PARTIAL - the page loads" in trajectory[-1]
