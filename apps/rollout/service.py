@@ -29,6 +29,7 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
+from webgen_agent.core.loops import loop_rules
 from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -113,7 +114,7 @@ def rollout_context(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
     update: dict[str, Any] = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
-    if logprobs and context.loop == "webloop" and not context.shared_policy:
+    if logprobs and loop_rules(context.loop).trains_every_role and not context.shared_policy:
         # A separate Critic's turns are training data too (the webloop export): its logprobs as well.
         update["feedback"] = context.feedback.model_copy(update={"logprobs": True})
     # Observations as the profile's rollout environment makes them (docs/fidelity.md).

@@ -26,3 +26,7 @@ class LoopRules:
     critique_rounds: bool
     # Requirement checks follow each judged page unless the run says otherwise.
     checks_by_default: bool
+    # Every role's turns are training data (WebLoop trains one policy as Generator, Critic and
+    # Refiner): a rollout has the coder answer as Critic unless told otherwise, and a separate
+    # Critic's log-probs are asked for beside the coder's.
+    trains_every_role: bool = False
