@@ -61,8 +61,8 @@ Kind = Literal["npm", "static"]
 # A project without package.json where static sites are not served (WebGen-Agent runs `npm install`
 # and `npm run dev`, and npm fails without one).
 NO_PACKAGE_JSON = (
-    "npm error: the project has no package.json, so `npm install` has nothing to install and "
-    "`npm run dev` nothing to run. Write a package.json with a dev script."
+    "The project has no package.json: `npm install` and `npm run dev` end with an error without one, "
+    "so nothing was installed or started. Write a package.json with a dev script."
 )
 _BAD_STATUS_GRACE_S = 5.0  # a server answering 4xx/5xx gets this long to settle before we report it
 _POLL_S = 0.1
