@@ -269,6 +269,32 @@ async def test_the_registry_is_asked_once_for_many_installs_then_again_when_the_
     assert problem is not None and deps_module._REGISTRY_CHECKS[deps_module.npm_registry()].problem == problem
 
 
+@pytest.mark.parametrize("runner", ["npm's script runner", "npm rebuild"])
+async def test_dependencies_install_scripts_run_in_order_with_npms_environment(
+    tmp_path: Path, monkeypatch, runner
+) -> None:
+    # What a restored tree's scripts get, by dependency_scripts.js or (where npm's runner is not
+    # found) npm rebuild: each event in order, in the package's folder, with npm's lifecycle variables.
+    if runner == "npm rebuild":
+        monkeypatch.setattr(deps_module, "npm_root", lambda: None)
+    record = "require('fs').appendFileSync('events.txt', process.env.npm_lifecycle_event + ' ' + process.env.npm_package_name + '\\n')"
+    for name in ("first", "@scope/second"):
+        folder = tmp_path / "node_modules" / name
+        folder.mkdir(parents=True)
+        scripts = {event: f'node -e "{record}"' for event in ("preinstall", "install", "postinstall")}
+        (folder / "package.json").write_text(json.dumps({"name": name, "version": "1.0.0", "scripts": scripts}))
+    (tmp_path / "package.json").write_text(
+        json.dumps({"name": "app", "version": "1.0.0", "dependencies": {"first": "1.0.0", "@scope/second": "1.0.0"}})
+    )
+    result = await deps_module.run_dependency_scripts(
+        tmp_path, timeout_s=120, log_path=lambda: tmp_path / "scripts.log", registry=None, sandbox=None
+    )
+    assert result is not None and result.ok, result
+    for name in ("first", "@scope/second"):
+        events = (tmp_path / "node_modules" / name / "events.txt").read_text().split("\n")
+        assert events == [f"preinstall {name}", f"install {name}", f"postinstall {name}", ""]
+
+
 @pytest.mark.e2e
 async def test_script_that_exits_at_once(tmp_path: Path, runners) -> None:
     ws = tmp_path / "exits"
