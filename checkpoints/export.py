@@ -249,8 +249,9 @@ def trajectory_records(
 
 def _test_cases(trajectory: Trajectory, texts: BlobTexts) -> str:
     """The run's requirement list (a WebGen-Bench record's UI test cases) as JSON text."""
-    digest = trajectory.values.get("requirements")
-    cases = texts.json(digest) if digest else []
+    cases = trajectory.values.get("requirements") or []
+    if isinstance(cases, str):  # runs recorded before the state held the list itself kept its blob hash
+        cases = texts.json(cases)
     return json.dumps(cases, ensure_ascii=False)
 
 

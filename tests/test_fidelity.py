@@ -36,6 +36,7 @@ from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.rewards import advantages, upstream_pool
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.profiles import environment_rules
 from webgen_agent.core.state import Step
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.nodes.feedback import upstream_feedback
@@ -721,7 +722,10 @@ FEEDBACK_CASES = {
 def test_feedback_has_upstreams_parts_order_and_joins(case):
     step, tested, logs, upstream = FEEDBACK_CASES[case]
     say = UPSTREAM_FEEDBACK
-    assert upstream_feedback(REQUIREMENT, step, tested, logs) == upstream_get_feedback(say, REQUIREMENT, **upstream)
+    agent_loop = environment_rules("upstream", "inference")  # the inference loop's feedback (A get_feedback)
+    assert upstream_feedback(REQUIREMENT, step, tested, logs, agent_loop) == upstream_get_feedback(
+        say, REQUIREMENT, **upstream
+    )
 
 
 def test_feedback_asks_for_upstreams_exact_signal_tags():
