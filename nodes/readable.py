@@ -36,7 +36,6 @@ from webgen_agent.core.state import (
 from webgen_agent.nodes.common import Update, store
 from webgen_agent.nodes.selection import step_files
 
-READABLE_KEYS = ("messages", "latest_step", "latest_files")
 RESULTS_NAME = "results"  # the name on the message that shows a step's results (not a coder turn)
 # A file shown in full up to this size; a bigger one (a lock file, a bundled asset) by its size only.
 SHOWN_FILE_MAX = 64 * 1024
