@@ -401,11 +401,11 @@ class NetworkGate:
                             self._connection(self._proxy_client), sock=listener, limit=BUFFER
                         )
                         self._servers.append(server)
-                        _close_door(door, self.folder / PROXY_SOCKET)  # one listener per sandbox
+                        await _close_door(door, self.folder / PROXY_SOCKET)  # one listener per sandbox
                         await loop.sock_sendall(handed, b"1")
                         return
         finally:
-            _close_door(door, self.folder / PROXY_SOCKET)
+            await _close_door(door, self.folder / PROXY_SOCKET)
 
     async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -484,6 +484,7 @@ def _loopback(host: str) -> bool:
     return address is not None and address.is_loopback
 
 
-def _close_door(door: socket.socket, path: Path) -> None:
+async def _close_door(door: socket.socket, path: Path) -> None:
     door.close()
-    path.unlink(missing_ok=True)
+    # Off the event loop: a host such as `langgraph dev` fails a run that touches files on it.
+    await asyncio.to_thread(path.unlink, missing_ok=True)
