@@ -271,6 +271,7 @@ async def test_the_registry_is_asked_once_for_many_installs_then_again_when_the_
 
 
 @pytest.mark.parametrize("runner", ["npm's script runner", "npm rebuild"])
+@pytest.mark.e2e
 async def test_dependencies_install_scripts_run_in_order_with_npms_environment(
     tmp_path: Path, monkeypatch, runner
 ) -> None:
