@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+# Plugins of the suite: the e2e marker means what it says; a shared fixture's failure is reported once.
+pytest_plugins = ["tests.e2e_guard", "tests.fixture_failures"]
+
 # Every npm install of the suite resolves packages as published before a fixed date. The registry
 # this machine reaches can list a release before the releases it depends on (seen 2026-12-04:
 # @babel/core 7.29.17 asked for @babel/generator ^7.29.17, not there yet, and every install of a
@@ -231,7 +234,10 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory):
         os.environ["WEBGEN_STATE_DIR"] = previous
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.e2e)]  # PostgreSQL runs a server: e2e
+
+
+@pytest.fixture(params=STORES)
 def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh run database per test, on each store in turn."""
     from tests.postgres import fresh_db

@@ -15,6 +15,9 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 DEAD = "http://127.0.0.1:9/v1"  # never reached: every case below stops before a model is asked
 
 
+pytestmark = pytest.mark.e2e  # every case runs the CLI as a process
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A database with a finished and a failed run, and the bad files the cases name."""

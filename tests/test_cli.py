@@ -21,6 +21,7 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> 
     )
 
 
+@pytest.mark.e2e
 def test_missing_model_is_a_one_line_error_before_anything_runs(tmp_path):
     result = cli("run", "A blog", "--db", str(tmp_path / "db.sqlite"), "--out", str(tmp_path / "out"))
     assert result.returncode == 2
@@ -28,12 +29,14 @@ def test_missing_model_is_a_one_line_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.e2e
 def test_missing_endpoint_names_the_flag_and_variable(tmp_path):
     result = cli("run", "A blog", "--model", "m", "--db", str(tmp_path / "db.sqlite"))
     assert result.returncode == 2
     assert "--base-url" in result.stderr and "OPENAI_BASE_URL" in result.stderr
 
 
+@pytest.mark.e2e
 def test_an_unknown_scaffold_is_a_one_line_error_naming_the_choices(tmp_path):
     result = cli(
         "run",
@@ -75,6 +78,7 @@ def test_preview_screenshots_a_static_folder_and_reports_a_broken_one(tmp_path, 
     assert "kaboom" in (report["render_error"] or "")
 
 
+@pytest.mark.e2e
 def test_preview_leaves_the_users_folder_as_it_was(tmp_path, chromium_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -93,6 +97,7 @@ def test_preview_leaves_the_users_folder_as_it_was(tmp_path, chromium_path):
     assert sorted(p.name for p in project.iterdir()) == before  # no node_modules, lockfile or marker
 
 
+@pytest.mark.e2e
 def test_offline_pages_is_recorded_with_the_run(tmp_path):
     """``--offline-pages`` reaches the run's context (its captures and GUI agents) and its record (resume)."""
     from webgen_agent.apps.scripted.server import ScriptedServer

@@ -125,6 +125,7 @@ def test_spending_counts_progress_events_against_a_whole_budget() -> None:
     assert spending.line() == "$0.0100 and 165 tokens spent"
 
 
+@pytest.mark.e2e
 def test_cli_refuses_a_usd_budget_without_prices_before_anything_runs(tmp_path) -> None:
     db = tmp_path / "db.sqlite"
     flags = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--db", str(db)]

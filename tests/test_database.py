@@ -83,6 +83,7 @@ def _open_everything(url: str) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.e2e
 def test_fresh_postgres_database_set_up_by_many_processes_at_once(postgres_cluster):
     """Concurrent CREATE TABLE IF NOT EXISTS (ours and LangGraph's migrations) collide in
     PostgreSQL's catalog: 4 processes at once failed every time before the schema lock."""

@@ -26,6 +26,7 @@ def served_model() -> str:
     ("base_url", "reason"),
     [("http://127.0.0.1:9/v1", "connection refused"), ("http://no-such-host.invalid/v1", "unknown host")],
 )
+@pytest.mark.e2e
 def test_an_unreachable_endpoint_stops_run_in_one_line_and_records_nothing(tmp_path: Path, base_url: str, reason: str):
     db = tmp_path / "runs.db"
     result = cli("run", "A blog", "--model", "m", "--base-url", base_url, "--db", str(db), "--out", str(tmp_path / "o"))
@@ -36,6 +37,7 @@ def test_an_unreachable_endpoint_stops_run_in_one_line_and_records_nothing(tmp_p
     assert not db.exists() and not (tmp_path / "o").exists()
 
 
+@pytest.mark.e2e
 def test_an_unreachable_database_stops_run_in_one_line(tmp_path: Path, served_model: str):
     url = "postgresql://user:secret-pw@127.0.0.1:1/webgen"
     result = cli("run", "A blog", "--model", "served-model", "--base-url", served_model, "--db", url)
@@ -73,6 +75,7 @@ async def test_a_new_database_is_not_created_by_the_check(tmp_path: Path):
     assert check.ok and not target.exists() and not target.parent.exists()
 
 
+@pytest.mark.e2e
 def test_doctor_prints_a_table_with_a_fix_per_failing_line(tmp_path: Path):
     result = cli("doctor", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db"))
     assert result.returncode == 1

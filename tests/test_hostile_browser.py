@@ -30,7 +30,11 @@ from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.process import run_command
 from webgen_agent.tools.sandbox import Confinement, sandbox_problem
 
-pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+# Every test here runs bubblewrap (and most npm, a dev server or Chromium inside it).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
+]
 
 # What the attack did from a dev server: every listening TCP port, asked for the DevTools version.
 DEVTOOLS_SCAN = r"""

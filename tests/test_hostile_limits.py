@@ -22,7 +22,11 @@ from webgen_agent.tools.sandbox import Confinement, sandbox_problem, workspace_c
 from webgen_agent.tools.site.deps import dependency_key, install_dependencies
 from webgen_agent.tools.site.shell import run_shell
 
-pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+# Every test here runs bubblewrap (and most npm, a dev server or Chromium inside it).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
+]
 
 # The system's Python: always under /usr, which the sandbox shows (a user's pyenv shim is hidden).
 PYTHON = "/usr/bin/python3"

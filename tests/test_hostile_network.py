@@ -34,6 +34,7 @@ from webgen_agent.tools.sandbox import sandbox_problem, workspace_confinement
 from webgen_agent.tools.site import SiteRunner, free_port
 
 pytestmark = [
+    pytest.mark.e2e,  # bubblewrap, and its network namespace
     pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
     pytest.mark.skipif(network_problem() is not None, reason=f"no network namespace here: {network_problem()}"),
     pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (scripts/setup.sh installs it)"),
@@ -204,7 +205,6 @@ async def test_a_symlink_in_place_of_the_site_socket_does_not_lead_the_agent_to_
         listener.close()
 
 
-@pytest.mark.e2e
 async def test_an_install_reaches_the_registry_but_no_other_host(tmp_path):
     runner = _runner(tmp_path)
     package = {

@@ -37,7 +37,11 @@ from webgen_agent.tools.sandbox import Confinement, cacheable_install, sandbox_p
 from webgen_agent.tools.site import SiteRunner
 from webgen_agent.tools.site.deps import DepsCache, cache_key, dependency_key, install_dependencies
 
-pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+# Every test here runs bubblewrap (and most npm, a dev server or Chromium inside it).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
+]
 
 AGENT_SECRETS = {
     "GITHUB_PAT": "ghp_webgenHostileCanary0001",
@@ -70,7 +74,6 @@ def _project(root: Path, package: dict) -> Path:
 HONEST = {"name": "honest", "private": True, "version": "1.0.0", "dependencies": {"react": "^18.3.1"}}
 
 
-@pytest.mark.e2e
 async def test_a_workspace_postinstall_cannot_poison_the_next_honest_install(tmp_path):
     cache = DepsCache(tmp_path / "deps-cache")
     settings = SandboxSettings()
@@ -270,7 +273,6 @@ async def test_a_shell_action_cannot_write_the_users_npm_cache_nor_plant_entries
     assert kept == [f"_cacache/content-v2/sha512/{good[:2]}/{good[2:4]}/{good[4:]}"]
 
 
-@pytest.mark.e2e
 async def test_a_sandboxed_npm_install_fills_only_the_agents_content_cache(tmp_path, monkeypatch):
     from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, content_files
     from webgen_agent.tools.site import SiteRunner

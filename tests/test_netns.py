@@ -108,6 +108,7 @@ def test_the_proxys_door_takes_only_a_listening_tcp_socket(tmp_path):
                 end.close()
 
 
+@pytest.mark.e2e
 def test_npm_registries_are_read_outside_any_workspace():
     assert DEFAULT_REGISTRY_HOST in registry_hosts()
 
@@ -130,6 +131,7 @@ def test_a_run_without_its_own_network_says_so_in_one_line():
     assert NetworkPolicy(isolated=False).needs_gate is False
 
 
+@pytest.mark.e2e
 async def test_a_run_on_the_shared_network_says_so_in_run_json_and_the_progress_view(tmp_path, chromium_path):
     from rich.console import Console
 
@@ -170,6 +172,7 @@ async def test_a_run_on_the_shared_network_says_so_in_run_json_and_the_progress_
 
 
 @pytest.mark.parametrize("command", ["run", "bench"])
+@pytest.mark.e2e
 def test_a_bad_allow_host_is_a_one_line_error_before_anything_runs(tmp_path, command):
     data = tmp_path / "data.jsonl"
     data.write_text(json.dumps({"id": "1", "instruction": "A blog.", "ui_instruct": []}) + "\n")

@@ -94,6 +94,7 @@ def idle_endpoint() -> Iterator[str]:
         yield server.base_url
 
 
+@pytest.mark.e2e
 def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_path, ray_address, idle_endpoint):
     # --ray with no value (followed by another option): a Ray instance of this machine's own CPUs.
     alone = subprocess.run(
@@ -122,6 +123,7 @@ def test_ray_alone_starts_a_local_instance_and_an_address_joins_a_cluster(tmp_pa
         assert f"the cluster has {RAY_CPUS}:" in joined.stderr.replace("\n", " ")
 
 
+@pytest.mark.e2e
 def test_ray_flag_without_ray_installed_says_how_to_install_it(tmp_path):
     code = (
         "import sys; sys.modules['ray'] = None\n"

@@ -29,7 +29,11 @@ from webgen_agent.tools.sandbox import (
 )
 from webgen_agent.tools.site import SiteRunner
 
-pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}")
+# Every test here runs bubblewrap (and most npm, a dev server or Chromium inside it).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
+]
 
 
 @pytest.fixture

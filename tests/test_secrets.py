@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import get_args
 
+import pytest
 from pydantic import SecretStr
 
 from webgen_agent.apps.demo import scripted_context
@@ -55,6 +56,7 @@ def test_keys_from_the_environment_are_secret_too(monkeypatch):
     assert SECRET not in context.model_dump_json() and SECRET not in repr(context)
 
 
+@pytest.mark.e2e
 async def test_a_run_through_the_embedding_api_stores_no_key(tmp_path, chromium_path):
     from webgen_agent.apps.report.html import write_report
     from webgen_agent.checkpoints.export import export_trajectories

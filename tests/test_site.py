@@ -131,6 +131,7 @@ def write_package(workspace: Path, scripts: dict[str, str], **extra) -> None:
 # ---- static ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 async def test_static_site_is_served_and_reused(tmp_path: Path, runners) -> None:
     ws = tmp_path / "static"
     ws.mkdir()
@@ -270,6 +271,7 @@ async def test_the_registry_is_asked_once_for_many_installs_then_again_when_the_
 
 
 @pytest.mark.parametrize("runner", ["npm's script runner", "npm rebuild"])
+@pytest.mark.e2e
 async def test_dependencies_install_scripts_run_in_order_with_npms_environment(
     tmp_path: Path, monkeypatch, runner
 ) -> None:
@@ -337,6 +339,7 @@ async def test_run_shell_uses_scrubbed_env(tmp_path: Path, registry: ProcessRegi
     assert registry.entries() == []
 
 
+@pytest.mark.e2e
 async def test_failed_install_is_retried_with_force_then_legacy_peer_deps(tmp_path: Path, runners, monkeypatch) -> None:
     # Upstream WebGen-Bench's order; the npm calls are replaced so that only the retry logic runs.
     from webgen_agent.tools.process import CommandResult
@@ -455,6 +458,7 @@ async def test_a_server_that_keeps_serving_the_old_module_is_restarted(
     assert again.ok and not again.server_restarted and not again.stale_restart
 
 
+@pytest.mark.e2e
 async def test_static_and_stopped_servers_need_no_freshness_check(tmp_path: Path, runners) -> None:
     ws = tmp_path / "plain"
     ws.mkdir()

@@ -249,6 +249,7 @@ def test_trajectory_and_parquet_exports_load_with_datasets(base: Path, steps_fil
     )
 
 
+@pytest.mark.e2e
 def test_advantage_weighted_training_learns_and_saves_a_loadable_model(
     base: Path, steps_file: Path, model_dir: Path
 ) -> None:
@@ -267,6 +268,7 @@ def test_advantage_weighted_training_learns_and_saves_a_loadable_model(
     assert report["steps"] == 16 and all(step["mean_ratio"] == pytest.approx(1.0) for step in report["history"])
 
 
+@pytest.mark.e2e
 def test_clipped_ratio_against_exported_ids_and_logprobs(base: Path, sampled_steps_file: Path, model_dir: Path) -> None:
     rows = [json.loads(line) for line in sampled_steps_file.read_text().splitlines()]
     assert all(len(r["completion_token_ids"]) == len(r["completion_logprobs"]) for r in rows)
@@ -365,6 +367,7 @@ def praise_minus_blame(model_path: Path, data: Path) -> float:
     )
 
 
+@pytest.mark.e2e
 def test_the_critic_reward_switch_trains_on_d_first_then_on_d_plus_h(base: Path, model_dir: Path) -> None:
     data = webloop_file(base / "webloop.jsonl")
     start = praise_minus_blame(model_dir, data)
