@@ -346,11 +346,8 @@ async def run_dependency_scripts(
         if sandbox is not None
         else None
     )
-    root = npm_root()
-    if root is not None:
-        command = ["node", "-e", _DEPENDENCY_SCRIPTS_JS.read_text(), str(root), *(str(p) for p in packages)]
-    else:  # an npm without its script runner where we look for it: npm rebuild does the same, slower
-        command = [*NPM_REBUILD, *sorted({_package_name(node_modules, package) for package in packages})]
+    # Off the event loop: finding npm reads files (a host such as `langgraph dev` fails a run that does so).
+    command = await asyncio.to_thread(_dependency_scripts_command, node_modules, packages)
     return await run_command(
         command,
         cwd=workspace,
@@ -363,6 +360,14 @@ async def run_dependency_scripts(
 
 
 _DEPENDENCY_SCRIPTS_JS = Path(__file__).with_name("dependency_scripts.js")
+
+
+def _dependency_scripts_command(node_modules: Path, packages: list[Path]) -> list[str]:
+    root = npm_root()
+    if root is not None:
+        return ["node", "-e", _DEPENDENCY_SCRIPTS_JS.read_text(), str(root), *(str(p) for p in packages)]
+    # An npm without its script runner where we look for it: npm rebuild does the same, slower.
+    return [*NPM_REBUILD, *sorted({_package_name(node_modules, package) for package in packages})]
 
 
 @functools.cache
