@@ -13,10 +13,9 @@ import json
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TextIO
+from typing import Any, TextIO
 
 import click
-import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -26,15 +25,6 @@ from webgen_agent.apps.progress import ProgressView
 from webgen_agent.core.views import REVIEW_POINTS, ReviewDecision, ReviewPoint, ReviewRequest, review_decision
 
 SHOWN_CHARS = 6000  # of the text under review, in the terminal (the whole text is in the request)
-
-ReviewFlag = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--review",
-        help="Stop for a human at these points (repeat or comma list): plan, critique, shell, finalize; "
-        "'none' clears the recorded ones (resume, fork). See docs/review.md.",
-    ),
-]
 
 
 def review_points(values: list[str] | None) -> list[ReviewPoint] | None:

@@ -1,7 +1,8 @@
 """How long the command line takes to start: ``--help`` and the read commands' help.
 
-Each command runs in a fresh process; the figure is the median wall time (and the peak memory) of
-``python -m webgen_agent ...`` over a few runs. Target: 0.3 s for ``--help``, ``runs``, ``history``,
+Each command runs in a fresh process; the figures are the medians of its wall time, its CPU time
+(user + system: what the process itself did, less moved by other work on a shared machine) and its
+peak memory over a few runs of ``python -m webgen_agent ...``. Target: 0.3 s for ``--help``, ``runs``, ``history``,
 ``report`` (issue of the first hour; docs/performance.md). Run: .venv/bin/python -m benchmarks.cli_start
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from benchmarks.common import median, run_main, sized
 
@@ -19,12 +22,13 @@ COMMANDS = {
     "runs": ["runs", "--help"],
     "history": ["history", "--help"],
     "report": ["report", "--help"],
+    "run": ["run", "--help"],
 }
 RUNS = sized(7, 1)
 
 
-def _start(argv: list[str]) -> tuple[float, float]:
-    """Seconds and peak MB of one ``webgen-agent`` process."""
+def _start(argv: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak MB of one ``webgen-agent`` process."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "webgen_agent", *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -34,18 +38,39 @@ def _start(argv: list[str]) -> tuple[float, float]:
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"webgen-agent {' '.join(argv)} exited {process.returncode}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def _empty_database(folder: Path) -> str:
+    """An SQLite run database with its tables and no runs (what ``runs`` reads on a fresh machine).
+
+    Made in a process of its own: a child forked from this one after the agent was imported here
+    would start with this process's memory, and its peak would count it."""
+    path = folder / "webgen.db"
+    make = (
+        "import sys\n"
+        "from webgen_agent.checkpoints.database import Database\n"
+        "from webgen_agent.checkpoints.runs import RunIndex\n"
+        "RunIndex(Database.of(sys.argv[1])).list()\n"
+    )
+    subprocess.run([sys.executable, "-c", make, str(path)], check=True)
+    return str(path)
 
 
 async def main() -> dict[str, float]:
     figures: dict[str, float] = {}
-    for name, argv in COMMANDS.items():
-        samples = [_start(argv) for _ in range(RUNS)]
-        figures[f"{name}_s"] = median(s for s, _ in samples)
-        figures[f"{name}_mb"] = median(mb for _, mb in samples)
-        print(
-            f"webgen-agent {' '.join(argv)}: {figures[f'{name}_s']:.2f} s, {figures[f'{name}_mb']:.0f} MB", flush=True
-        )
+    with tempfile.TemporaryDirectory(prefix="cli-start-") as folder:
+        commands = {**COMMANDS, "runs_listing": ["runs", "--db", _empty_database(Path(folder))]}
+        for name, argv in commands.items():
+            samples = [_start(argv) for _ in range(RUNS)]
+            figures[f"{name}_s"] = median(s for s, _, _ in samples)
+            figures[f"{name}_cpu_s"] = median(cpu for _, cpu, _ in samples)
+            figures[f"{name}_mb"] = median(mb for _, _, mb in samples)
+            print(
+                f"webgen-agent {' '.join(argv)}: {figures[f'{name}_s']:.2f} s "
+                f"(CPU {figures[f'{name}_cpu_s']:.2f} s), {figures[f'{name}_mb']:.0f} MB",
+                flush=True,
+            )
     return figures
 
 

@@ -21,14 +21,13 @@ from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export_webloop import webloop_records
 from webgen_agent.checkpoints.flat_groups import flat_groups
+from webgen_agent.checkpoints.formats import TEXT_FORMATS, ExportFormat
 from webgen_agent.checkpoints.rewards import advantages, group_stats
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, arrow_friendly_order, load_trajectories
 from webgen_agent.checkpoints.views import (
-    TEXT_FORMATS,
     ChatMessage,
     CriticRecord,
-    ExportFormat,
     ExportReport,
     RewardsRecord,
     SftRecord,

@@ -16,15 +16,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from webgen_agent.checkpoints.flat_groups import FlatGroup
+from webgen_agent.checkpoints.formats import ExportFormat
 from webgen_agent.core.views import Critique
 
-ExportFormat = Literal["step-grpo", "sft", "critic", "rewards", "webloop", "trajectory", "verl"]
 WebloopRole = Literal["generator", "critic", "refiner"]
-TEXT_FORMATS: tuple[ExportFormat, ...] = (
-    "step-grpo",
-    "critic",
-    "webloop",
-)  # the prompt-completion formats --text renders
 
 
 class ChatMessage(BaseModel):

@@ -27,15 +27,14 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.loops import LoopName
+from webgen_agent.core.names import DEFAULT_DB, CriticMode
 from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
 from webgen_agent.core.views import ReviewPoint
 
 Role = Literal["coder", "vlm", "feedback"]
 ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
-CriticMode = Literal["template", "llm"]
 
-DEFAULT_DB = Path(".webgen") / "webgen.db"
 DEFAULT_RUNS_DIR = Path("webgen-runs")
 
 

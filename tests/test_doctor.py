@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.test_cli import cli
-from webgen_agent.apps.doctor import database_check, endpoint_checks, first_failure
+from webgen_agent.apps.checks import database_check, first_failure
+from webgen_agent.apps.doctor import endpoint_checks
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database

@@ -13,16 +13,10 @@ Each defaults to the agent's settings for the matching role (vlm, vlm, feedback)
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
+from webgen_agent.apps.bench.modes import VerdictMode
 from webgen_agent.core.context import ConfigError, ModelSettings, Role, Settings
-
-# webgen-bench: WebGen-Bench's compute_acc rule ("YES" anywhere in the final answer, else "PARTIAL",
-# else NO); strict: the answer must start with the word, else the feedback model judges the run;
-# feedback: the feedback model always judges.
-VerdictMode = Literal["webgen-bench", "strict", "feedback"]
 
 
 class EvalSettings(BaseModel):

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from webgen_agent.apps.bench.config import EvalModelFlags, VerdictMode, eval_settings
-from webgen_agent.apps.bench.views import BenchSummary, Rates
+from webgen_agent.apps.bench.modes import VerdictMode
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
     ActorsFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CommandApp,
     CpusPerRunFlag,
     LoopFlag,
     MaxPagesFlag,
@@ -39,11 +37,16 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
     with_model_flags,
 )
-from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
-from webgen_agent.core.profiles import profile_rules
-from webgen_agent.tools.webgen_bench import BenchDataError, load_records
+from webgen_agent.core.names import CriticMode
+from webgen_agent.core.profiles.rules import Profile
 
-app = typer.Typer()
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from webgen_agent.apps.bench.views import BenchSummary, Rates
+    from webgen_agent.core.context import Settings
+
+app = CommandApp()
 
 _AGENT = "Agent"
 _EVAL = "Evaluation"
@@ -68,6 +71,8 @@ def _row(table: Table, group: str, rates: Rates, appearance: float | None = None
 
 def summary_table(summary: BenchSummary) -> Table:
     """Accuracy, verdict rates and appearance: overall, per instruction category, per test-case category."""
+    from rich.table import Table
+
     table = Table(title=f"WebGen-Bench: {summary.instructions} instructions, {summary.test_cases} test cases")
     for column in ("group", "cases", "accuracy", "YES", "PARTIAL", "NO", "start failed", "appearance"):
         table.add_column(column, justify="left" if column == "group" else "right")
@@ -208,7 +213,13 @@ def bench(
     Exits with 1 when some test cases have no result yet (re-run the same command to finish).
     --budget-usd / --budget-tokens count the whole generation: once spent, no run is started.
     """
+    import asyncio
+
+    from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
     from webgen_agent.apps.bench.service import run_bench
+    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.profiles import profile_rules
+    from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
         records = load_records(data, ids=split_values(ids) or None, limit=limit)

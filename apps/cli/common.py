@@ -2,29 +2,59 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import sys
-import typing
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import (
-    DEFAULT_DB,
-    AgentContext,
-    ConfigError,
-    LoopName,
-    SandboxSettings,
-    Settings,
-    require_prices,
-)
+from webgen_agent.core.loops.rules import LoopName
+from webgen_agent.core.names import DEFAULT_DB
+
+# What a command needs only once it runs (the settings models, the database) is imported inside the
+# functions below: the command line must start (``--help``, ``runs``) without pydantic-settings and
+# the agent's modules (docs/performance.md, "Command-line start"; tests/test_cli_start.py).
+if TYPE_CHECKING:
+    from webgen_agent.checkpoints.database import Database
+    from webgen_agent.core.context import AgentContext, SandboxSettings, Settings
+
+
+def _flags_untyped(params: list[Any]) -> list[Any]:
+    """Flags show no type in help: a flag takes no value, yet Typer's rich help prints ``<bool>``
+    beside it (its plain help leaves it out); an empty metavar fills that column with nothing."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Command(TyperCommand):
+    """A command of this command line (``CommandApp`` makes every command one)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:  # ctx: the click Context Typer ships
+        return _flags_untyped(super().get_params(ctx))
+
+
+class Group(TyperGroup):
+    """The ``webgen-agent`` group itself (its ``--help`` and ``--version``)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_untyped(super().get_params(ctx))
+
+
+class CommandApp(typer.Typer):
+    """``typer.Typer`` for this command line: its group and commands are ``Group`` and ``Command``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=kwargs.pop("cls", Group), **kwargs)
+
+    def command(self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=cls or Command, **kwargs)
+
 
 # Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -64,12 +94,10 @@ _PRICE_FLAGS: list[tuple[str, str]] = [
 def with_model_flags(fn: Any) -> Any:
     """Add the model flags to a command; the command receives them as ``settings: Settings``."""
     signature = inspect.signature(fn)
-    # Resolve the string annotations (postponed evaluation) so typer sees the Annotated options.
-    hints = typing.get_type_hints(fn, include_extras=True)
+    # Resolve the string annotations (postponed evaluation) so typer sees the Annotated options;
+    # ``settings`` is left out (its type is imported only when the command runs).
     params = [
-        p.replace(annotation=hints.get(p.name, p.annotation))
-        for p in signature.parameters.values()
-        if p.name != "settings"
+        p.replace(annotation=_resolved(p.annotation, fn)) for p in signature.parameters.values() if p.name != "settings"
     ]
     for name, help_text in _MODEL_FLAGS:
         seconds = name in _SECONDS_FLAGS
@@ -104,6 +132,8 @@ def with_model_flags(fn: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         explicit = {name: kwargs.pop(name) for name, _ in [*_MODEL_FLAGS, *_PRICE_FLAGS]}
         explicit["db"] = kwargs.pop("db")
+        from webgen_agent.core.context import Settings
+
         try:
             settings = Settings(**{k: v for k, v in explicit.items() if v is not None})
         except Exception as exc:  # pydantic-settings validation: show one line
@@ -111,7 +141,17 @@ def with_model_flags(fn: Any) -> Any:
         return fn(*args, settings=settings, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+    # Typer also reads the type hints: the resolved ones, without ``settings``.
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
     return wrapper
+
+
+def _resolved(annotation: Any, fn: Any) -> Any:
+    """A parameter's annotation as an object (``from __future__ import annotations`` leaves a string)."""
+    if not isinstance(annotation, str):
+        return annotation
+    # What typing.get_type_hints does per annotation; done here one parameter at a time.
+    return eval(annotation, fn.__globals__)  # the command's own source text
 
 
 def db_option() -> Any:
@@ -120,6 +160,9 @@ def db_option() -> Any:
 
 def resolve_db(db: str | None) -> Database:
     """The --db value (or WEBGEN_DB, or the default file) as a run database; a bad value is a one-line error."""
+    from webgen_agent.checkpoints.database import Database
+    from webgen_agent.core.context import ConfigError, Settings
+
     try:
         return Database.of(db or Settings().db)
     except ConfigError as exc:
@@ -128,7 +171,9 @@ def resolve_db(db: str | None) -> Database:
 
 def existing_db(db: str | None) -> Database:
     """The run database of a command that reads runs: it must exist (nothing is created); one line otherwise."""
-    from webgen_agent.apps.doctor import database_check
+    import asyncio
+
+    from webgen_agent.apps.checks import database_check
 
     database = resolve_db(db)
     if not database.is_postgres and not database.path.exists():
@@ -156,7 +201,7 @@ RAY_HELP = (
 )
 
 
-class RayCommand(TyperCommand):
+class RayCommand(Command):
     """A command whose ``--ray`` takes an optional value: ``--ray`` alone means a local Ray instance.
 
     Click's options with an optional value (``is_flag=False, flag_value=...``) did not come along
@@ -199,6 +244,7 @@ def ray_settings(address: str | None, *, actors: int | None, runs_per_actor: int
     if address is None:
         return None
     from webgen_agent.apps.cluster.settings import RaySettings, import_ray
+    from webgen_agent.core.context import ConfigError
 
     try:
         import_ray()
@@ -256,6 +302,7 @@ def make_context(
     **overrides: Any,
 ) -> AgentContext:
     """The run context from settings and flags; a missing setting or an unusable sandbox ends the command."""
+    from webgen_agent.core.context import ConfigError
     from webgen_agent.tools.sandbox import require_sandbox
 
     try:
@@ -275,7 +322,10 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
     Runs before anything is recorded; a warning (a model its endpoint does not list) is printed and
     the command goes on.
     """
-    from webgen_agent.apps.doctor import first_failure, preflight
+    import asyncio
+
+    from webgen_agent.apps.checks import first_failure
+    from webgen_agent.apps.doctor import preflight
 
     checks = asyncio.run(preflight(context, database))
     failure = first_failure(checks)
@@ -288,6 +338,10 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
 
 def _sandbox_flags(recorded: Any, no_sandbox: bool, allow_hosts: list[str]) -> SandboxSettings:
     """The sandbox settings (a resumed run's recorded ones, else the defaults) with the flags applied."""
+    from pydantic import ValidationError
+
+    from webgen_agent.core.context import ConfigError, SandboxSettings
+
     try:
         sandbox = SandboxSettings.model_validate(recorded or {})
         return SandboxSettings.model_validate(
@@ -302,6 +356,8 @@ def _sandbox_flags(recorded: Any, no_sandbox: bool, allow_hosts: list[str]) -> S
 
 
 def run_async(coro: Any) -> Any:
+    import asyncio
+
     try:
         return asyncio.run(coro)
     except KeyboardInterrupt:
@@ -383,6 +439,7 @@ def budget_note(context: AgentContext) -> str:
 def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: AgentContext) -> Any:
     """The ``Spending`` of a command with a budget for all its runs (None without one); a budget in
     USD with an unknown price ends the command with one line."""
+    from webgen_agent.core.context import ConfigError, require_prices
     from webgen_agent.core.costs import Budget, Spending
 
     if budget_usd is None and budget_tokens is None:
@@ -395,6 +452,17 @@ def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: A
         except ConfigError as exc:
             fail(str(exc))
     return Spending(Budget(budget_usd=budget_usd, budget_tokens=budget_tokens))
+
+
+# ``--review`` of ``run``, ``resume`` and ``fork`` (apps/review.py reads its values).
+ReviewFlag = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--review",
+        help="Stop for a human at these points (repeat or comma list): plan, critique, shell, finalize; "
+        "'none' clears the recorded ones (resume, fork). See docs/review.md.",
+    ),
+]
 
 
 # Flags of the loop a run takes (docs/loops.md), shared by ``run`` and ``rollout``.

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from webgen_agent.apps.cli.common import console, make_context, no_sandbox_option, resolve_db, with_model_flags
-from webgen_agent.core.context import Settings
+from webgen_agent.apps.cli.common import (
+    CommandApp,
+    console,
+    make_context,
+    no_sandbox_option,
+    resolve_db,
+    with_model_flags,
+)
 
-app = typer.Typer()
+if TYPE_CHECKING:
+    from webgen_agent.core.context import Settings
+
+app = CommandApp()
 
 
 @app.command()
@@ -24,8 +30,13 @@ def doctor(
 ) -> None:
     """Check the model endpoints (reachable, models listed, images, structured output), the database,
     Chromium, Node, npm and its registry, and the sandbox; exit 1 when a run could not work."""
+    import asyncio
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from webgen_agent.apps.checks import first_failure
     from webgen_agent.apps.doctor import doctor as run_checks
-    from webgen_agent.apps.doctor import first_failure
 
     context = make_context(settings, no_sandbox=no_sandbox, check_sandbox=False)
     checks = asyncio.run(run_checks(context, resolve_db(settings.db)))

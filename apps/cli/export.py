@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +14,7 @@ from webgen_agent.apps.cli.common import (
     ActorsFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CommandApp,
     CpusPerRunFlag,
     LoopFlag,
     MaxPagesFlag,
@@ -46,11 +46,15 @@ from webgen_agent.apps.rollout.settings import (
     rollout_shared_policy,
 )
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
-from webgen_agent.checkpoints.flat_groups import FlatGroup
-from webgen_agent.checkpoints.views import ExportFormat
-from webgen_agent.core.context import ConfigError, CriticMode, Profile, Settings
+from webgen_agent.checkpoints.formats import ExportFormat
+from webgen_agent.core.names import CriticMode
+from webgen_agent.core.profiles.rules import Profile
 
-app = typer.Typer()
+if TYPE_CHECKING:
+    from webgen_agent.checkpoints.flat_groups import FlatGroup
+    from webgen_agent.core.context import Settings
+
+app = CommandApp()
 
 
 @app.command(cls=RayCommand)
@@ -115,8 +119,11 @@ def rollout(
 
     --budget-usd / --budget-tokens count the whole rollout: once spent, no trajectory is started.
     """
+    import asyncio
+
     from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
+    from webgen_agent.core.context import ConfigError
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
@@ -235,9 +242,11 @@ def export(
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """Write trajectories as training data (formats in docs/exports.md)."""
+    import asyncio
+
     from webgen_agent.apps.train.chat import ChatTemplateError, ChatTemplateRender
     from webgen_agent.checkpoints.export import export_trajectories
-    from webgen_agent.checkpoints.views import TEXT_FORMATS
+    from webgen_agent.checkpoints.formats import TEXT_FORMATS
     from webgen_agent.checkpoints.writers import ChatRender
 
     db_path = existing_db(db)
@@ -287,6 +296,8 @@ def export(
 
 def report_signal(database: Any, groups: list[str]) -> None:
     """How many of the rollout's groups (their finished trajectories) have zero reward variance, and why."""
+    import asyncio
+
     from webgen_agent.checkpoints.flat_groups import flat_groups
     from webgen_agent.checkpoints.trajectories import load_trajectories
 

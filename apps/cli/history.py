@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from webgen_agent.apps.cli.common import (
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CommandApp,
+    ReviewFlag,
     check_before_run,
     console,
     db_option,
@@ -24,12 +25,11 @@ from webgen_agent.apps.cli.common import (
     with_recorded,
 )
 from webgen_agent.apps.cli.run import finish, review_flag_points
-from webgen_agent.apps.review import ReviewFlag, run_with_review
-from webgen_agent.checkpoints.outputs import event_line
-from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import Settings
 
-app = typer.Typer()
+if TYPE_CHECKING:
+    from webgen_agent.core.context import Settings
+
+app = CommandApp()
 
 
 @app.command()
@@ -38,6 +38,10 @@ def history(
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """One row per step (scores, errored, checkpoint id, parent, time, tokens, cost) and the backtracks."""
+    from rich.table import Table
+
+    from webgen_agent.checkpoints.outputs import event_line
+    from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.costs import add_costs, usd_text
     from webgen_agent.graph.api import run_history
 
@@ -110,6 +114,7 @@ def fork(
     settings: Settings,
 ) -> None:
     """Start a new run from step N of RUN_ID; the original run stays intact."""
+    from webgen_agent.apps.review import run_with_review
     from webgen_agent.graph.api import fork_run
     from webgen_agent.tools.models import ModelCallError
 

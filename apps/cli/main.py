@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 
 from webgen_agent.apps.cli import bench, doctor, export, history, report, run, ship, train
+from webgen_agent.apps.cli.common import CommandApp
 
-app = typer.Typer(
+app = CommandApp(
     name="webgen-agent",
     help="Generate working websites with a LangGraph agent loop, and export its trajectories.",
     no_args_is_help=True,

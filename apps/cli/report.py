@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, existing_db, fail, run_async
+from webgen_agent.apps.cli.common import CommandApp, console, db_option, existing_db, fail, run_async
 
-app = typer.Typer()
+app = CommandApp()
 
 
 @app.command()

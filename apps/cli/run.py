@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from webgen_agent.apps.cli.common import (
     PROFILE_HELP,
     BudgetTokensFlag,
     BudgetUsdFlag,
+    CommandApp,
     LoopFlag,
     MaxPagesFlag,
     OfflinePagesFlag,
+    ReviewFlag,
     RoundsFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
@@ -39,15 +40,15 @@ from webgen_agent.apps.cli.common import (
     run_async,
     with_model_flags,
 )
-from webgen_agent.apps.review import ReviewFlag, review_points, run_with_review, waiting_line
-from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import CriticMode, Profile, Settings
-from webgen_agent.core.views import ReviewPoint
+from webgen_agent.core.names import CriticMode
+from webgen_agent.core.profiles.rules import Profile
 
 if TYPE_CHECKING:
+    from webgen_agent.core.context import Settings
+    from webgen_agent.core.views import ReviewPoint
     from webgen_agent.graph.api import RunResult
 
-app = typer.Typer()
+app = CommandApp()
 
 
 @app.command()
@@ -80,6 +81,7 @@ def run(
     settings: Settings,
 ) -> None:
     """Generate a website for REQUIREMENT."""
+    from webgen_agent.apps.review import run_with_review
     from webgen_agent.graph.api import run_requirement
     from webgen_agent.tools.models import ModelCallError
 
@@ -148,6 +150,7 @@ def resume(
 ) -> None:
     """Continue an interrupted or failed run, or one stopped at its budget (give a larger one), from its last
     checkpoint (a run waiting for review is asked again)."""
+    from webgen_agent.apps.review import run_with_review
     from webgen_agent.core.views import review_decision
     from webgen_agent.graph.api import continued_context, resume_run
     from webgen_agent.tools.models import ModelCallError
@@ -202,6 +205,8 @@ WAITING_EXIT_CODE = 3  # the run waits for review (docs/review.md)
 
 
 def review_flag_points(values: list[str] | None) -> list[ReviewPoint] | None:
+    from webgen_agent.apps.review import review_points
+
     try:
         return review_points(values)
     except ValueError as exc:
@@ -211,6 +216,10 @@ def review_flag_points(values: list[str] | None) -> list[ReviewPoint] | None:
 def finish(result: RunResult) -> None:
     """The step table; a run left waiting for review says so and how to answer, and exits with 3; a run
     stopped at its budget says what it spent and how to continue, and exits with 4."""
+    from rich.markup import escape
+
+    from webgen_agent.apps.review import waiting_line
+
     print_result(result)
     if result.review is not None:
         errors.print(f"[yellow]{escape(waiting_line(result.review))}[/yellow]", soft_wrap=True)
@@ -288,6 +297,7 @@ def runs(
     """List the runs in the database with status, requirement and best scores."""
     from rich.table import Table
 
+    from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.costs import usd_text
 
     database = existing_db(db)

@@ -7,10 +7,17 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import console, db_option, existing_db, fail, no_sandbox_option, run_async
-from webgen_agent.core.context import ConfigError, Settings
+from webgen_agent.apps.cli.common import (
+    CommandApp,
+    console,
+    db_option,
+    existing_db,
+    fail,
+    no_sandbox_option,
+    run_async,
+)
 
-app = typer.Typer()
+app = CommandApp()
 
 
 @app.command()
@@ -35,6 +42,7 @@ def ship(
     """Pack a step's site into a zip: its source files without node_modules, or with --build the
     built static output, packed only after its index.html loaded in Chromium with no page errors."""
     from webgen_agent.apps.ship import ShipError, ship_run
+    from webgen_agent.core.context import ConfigError, Settings
 
     try:
         result = run_async(

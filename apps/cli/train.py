@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 
 import typer
 
-from webgen_agent.apps.cli.common import console, fail
+from webgen_agent.apps.cli.common import CommandApp, console, fail
 
-app = typer.Typer()
+app = CommandApp()
 
 
 @app.command()

@@ -3,8 +3,8 @@ importing the rollout machinery (the graph, the nodes, the model clients)."""
 
 from __future__ import annotations
 
-from webgen_agent.core.context import Profile
 from webgen_agent.core.loops import LoopName, loop_rules
+from webgen_agent.core.profiles.rules import Profile
 
 # WebGen-Agent's Step-GRPO rollout settings (its run script: 5 samples, 5 turns, temperature 1.0,
 # top-p 0.95, no backtracking or best-step selection), under its rules and reward pools (docs/fidelity.md).

@@ -1,0 +1,96 @@
+"""The command line starts without the agent: what its modules import, and what its help shows.
+
+Not timed (a loaded CI machine would make a timing flaky): the start-up figure is measured by
+benchmarks/cli_start.py (docs/performance.md). These tests pin what makes it fast: the command
+modules import the agent (LangGraph, model clients, browser, settings models) only inside the
+commands that run it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from webgen_agent.apps.cli.main import app
+
+# Never imported to build the command line (its help included): each costs from 0.05 s to seconds.
+HEAVY = (
+    "langgraph",
+    "langchain_core",
+    "langchain_openai",
+    "openai",
+    "httpx",
+    "browser_use",
+    "playwright",
+    "torch",
+    "ray",
+    "pydantic_settings",
+    "webgen_agent.core.context",
+    "webgen_agent.graph",
+    "webgen_agent.nodes",
+    "webgen_agent.tools",
+)
+
+_LOADED = """
+import json, sys
+argv = sys.argv[1:]
+from webgen_agent.apps.cli.main import app
+if argv:
+    try:
+        app(argv, prog_name="webgen-agent")
+    except SystemExit:
+        pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(*argv: str) -> set[str]:
+    """The modules a fresh process holds after importing the command line (and running ``argv``)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120, check=True
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [(), ("--help",), ("runs", "--help"), ("history", "--help"), ("report", "--help"), ("run", "--help")],
+    ids=["import", "help", "runs-help", "history-help", "report-help", "run-help"],
+)
+def test_the_command_line_starts_without_the_agent(argv: tuple[str, ...]) -> None:
+    modules = _modules_after(*argv)
+    assert "webgen_agent.apps.cli.main" in modules
+    assert _heavy(modules) == []
+    if not argv or argv == ("--help",):
+        # Typer validates a subcommand's values with pydantic; the top-level help needs none of it.
+        assert "pydantic" not in modules
+
+
+def _command_names() -> list[str]:
+    group = typer.main.get_command(app)
+    return sorted(group.commands)  # type: ignore[attr-defined]
+
+
+def test_every_command_is_covered() -> None:
+    assert {"run", "runs", "history", "report", "bench", "rollout", "export", "doctor"} <= set(_command_names())
+
+
+@pytest.mark.parametrize("command", [None, *_command_names()])
+def test_no_flag_shows_a_type_in_help(command: str | None) -> None:
+    argv = [command, "--help"] if command else ["--help"]
+    result = CliRunner().invoke(app, argv, catch_exceptions=False, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "--help" in result.output
+    assert "<bool>" not in result.output
+    if command == "runs":
+        # The type column is there for options that take a value; only flags leave it empty.
+        assert "--json " in result.output and "<str>" in result.output
