@@ -206,6 +206,13 @@ class AgentContext(BaseModel):
     max_steps: int = Field(default=20, ge=1, description="Coder steps before the run stops.")
     error_limit: int = Field(default=5, ge=1, description="Consecutive errored steps before backtracking.")
     backtrack: bool = Field(default=True, description="Return to the best step after error_limit errors.")
+    stall_steps: int = Field(
+        default=5,
+        ge=0,
+        description="Loop governor (default profile): steps without a better score before the run goes back "
+        "to its best step, and after that stops; a step with the files of an earlier one counts at once. "
+        "0 turns it off (docs/performance.md says how the default was chosen).",
+    )
     select_best: bool = Field(default=True, description="Finish with the best step, not the last one.")
     appearance_threshold: int = Field(
         default=4, ge=1, le=5, description="Screenshot score from which the GUI test runs."

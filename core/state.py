@@ -172,7 +172,7 @@ class StepUpdate(TypedDict, total=False):
 class Event(TypedDict, total=False):
     """Something that happened between steps (backtrack, restart, finish)."""
 
-    kind: Literal["backtrack", "restart", "finalize", "error", "review"]
+    kind: Literal["backtrack", "restart", "stop", "finalize", "error", "review"]  # stop: the loop governor
     after_step: int
     target_step: int | None
     reason: str

@@ -16,6 +16,7 @@ from langgraph.runtime import get_runtime
 from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.error_count import error_count
+from webgen_agent.core.governor import governor_verdict
 from webgen_agent.core.loops import loop_rules
 from webgen_agent.core.profiles import EnvironmentName, environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, conversation_of
@@ -31,6 +32,7 @@ class RoutingLimits(Protocol):
     max_steps: int
     error_limit: int
     backtrack: bool
+    stall_steps: int
     appearance_threshold: int
     profile: Profile
     environment: EnvironmentName
@@ -209,6 +211,8 @@ def route_after_critic(
         return "finalize"
     if _restarting(state):  # WebGen-Agent's restart flag is never reset
         return "backtrack"
+    if governor_verdict(state, context) is not None:
+        return "backtrack"  # it goes back to the best step, or records why the run stops
     return "budget" if over_budget(state, context) else "refiner"
 
 
@@ -216,9 +220,15 @@ def route_after_backtrack(
     state: AgentState, limits: RoutingLimits | None = None
 ) -> Literal["refiner", "generator", "finalize", "budget"]:
     context = limits_of(limits)
-    if _budget_spent(state, context):
+    if _budget_spent(state, context) or _stopped(state):
         return "finalize"
     return _next_coder_turn(state, context)
+
+
+def _stopped(state: AgentState) -> bool:
+    """The loop governor stopped the run (the backtrack node recorded why)."""
+    events = state.get("events") or []
+    return bool(events) and events[-1].get("kind") == "stop"
 
 
 def route_after_code_critic(state: AgentState, limits: RoutingLimits | None = None) -> Literal["refiner", "budget"]:

@@ -1,5 +1,9 @@
 """Backtrack: after too many errored steps, return to the best earlier step, or start over.
 
+The loop governor (core/governor.py) sends a run here too, when it revisits a file tree or its
+score stalls: the first time it goes back the same way, after that the run stops (a ``stop`` event
+with the reason, then finalize).
+
 The target step's files and conversation come back from the hashes its step record holds (the
 same values its checkpoint holds); the abandoned steps stay in the run's log.
 """
@@ -10,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, error_count
+from webgen_agent.core.governor import governor_verdict
 from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
@@ -24,10 +29,25 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     count = error_count(state)
     after = state["current"]
     rules = profile_rules(runtime.context.profile)
-    target = best_good_step(state["steps"], rules.selection)
+    restarting = bool(state.get("restarts", 0)) and count < runtime.context.error_limit
+    # Errors first (as the routers check them), then the restart flag; otherwise the loop governor
+    # sent the run here.
+    governor = (
+        governor_verdict(state, runtime.context) if count < runtime.context.error_limit and not restarting else None
+    )
+    if governor is not None and governor.action == "stop":
+        stop: Update = {
+            "events": [{"kind": "stop", "after_step": after, "target_step": None, "reason": governor.reason}]
+        }
+        return NodeResult(stop, "stopped by the loop governor")
     why = f"{count} consecutive errored steps"
-    if state.get("restarts", 0) and count < runtime.context.error_limit:
+    if restarting:
         why = "a step raised earlier: every step restarts from the best good step"
+    if governor is not None:
+        why = governor.reason
+    # The governor's backtrack must move: a step with the files the run has now changes nothing.
+    away_from = state.get("files") if governor is not None else None
+    target = best_good_step(state["steps"], rules.selection, away_from=away_from)
     if target is None:
         restart: Update = {
             "conversation": [],
@@ -57,7 +77,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
             )
         )
     else:
-        note = prompts.BACKTRACK_NOTE.format(
+        note = (prompts.GOVERNOR_NOTE if governor is not None else prompts.BACKTRACK_NOTE).format(
             count=count,
             target=target["index"],
             screenshot=target["screenshot_score"],

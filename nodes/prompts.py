@@ -130,6 +130,11 @@ BACKTRACK_NOTE = """The last {count} steps all failed, so the project was rolled
 (screenshot {screenshot}/5, GUI {gui}/5), which worked best. Do not repeat the approach of the failed
 steps; improve step {target}'s code instead."""
 
+# Purpose: the note after the loop governor rolled the project back (core/governor.py).
+GOVERNOR_NOTE = """The last steps did not improve on step {target} (screenshot {screenshot}/5, GUI {gui}/5), or came
+back to files the project already had, so the project was rolled back to step {target}. Take a different
+approach than those steps; improve step {target}'s code."""
+
 # Purpose: reminder appended to every feedback message.
 WHOLE_FILES_REMINDER = "Reply with a <boltArtifact> of whole files to fix this, or with screenshot_validated or finish."
 

@@ -57,7 +57,11 @@ def best_step(steps: Iterable[Step], selection: Selection = "code-edits") -> Ste
     return max(good or pool, key=rank_key) if pool else None
 
 
-def best_good_step(steps: Iterable[Step], selection: Selection = "code-edits") -> Step | None:
-    """The backtrack target: the best good step, or None when no step was good."""
-    good = [s for s in candidates(steps, selection) if is_good(s)]
+def best_good_step(
+    steps: Iterable[Step], selection: Selection = "code-edits", *, away_from: str | None = None
+) -> Step | None:
+    """The backtrack target: the best good step, or None when no step was good; with ``away_from``
+    (a manifest hash: the files the run has now) only a step with other files (a move)."""
+    steps = list(steps)
+    good = [s for s in candidates(steps, selection) if is_good(s) and step_files(s, steps) != away_from]
     return max(good, key=rank_key) if good else None

@@ -100,7 +100,10 @@ async def test_restart_from_scratch_when_no_step_was_good(tmp_path, chromium_pat
     assert restarted["role"] == "generator" and restarted["parent"] is None
     store = BlobStore(tmp_path / "webgen.db")
     assert set(store.manifest(restarted["files"])) == {"index.html"}  # the workspace was emptied
-    assert len(state["steps"]) == 7 and result.status == "finished"
+    # The restarted coder writes step 0's broken page again: the loop governor stops the run there.
+    stop = state["events"][1]
+    assert stop["kind"] == "stop" and "step 5 has the same files as step 0" in stop["reason"]
+    assert len(state["steps"]) == 6 and result.status == "finished"
 
 
 async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, backtrack_server, tmp_path):

@@ -87,7 +87,7 @@ def test_gui_pass_needs_good_appearance_and_budget_ends_the_run():
     steps[0]["screenshot_score"] = 3
     assert route_after_gui(state, ctx()) == "critic"
     assert route_after_critic({"steps": steps * 3}, ctx(max_steps=3)) == "finalize"
-    assert route_after_critic({"steps": steps * 2}, ctx(max_steps=3)) == "refiner"
+    assert route_after_critic({"steps": [*steps, step(1, files="g")]}, ctx(max_steps=3)) == "refiner"
 
 
 def test_graph_draws_every_conditional_edge():

@@ -77,6 +77,14 @@ def run(
     temperature: Annotated[float | None, typer.Option(min=0, help="Coder sampling temperature (default 0.5).")] = None,
     top_p: Annotated[float | None, typer.Option(min=0, max=1, help="Coder nucleus sampling.")] = None,
     gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
+    stall_steps: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Loop governor (default profile): steps without a better score before the run goes back to its "
+            "best step, then stops (default 5; 0: off).",
+        ),
+    ] = None,
     *,
     settings: Settings,
 ) -> None:
@@ -94,6 +102,7 @@ def run(
         settings,
         no_sandbox=no_sandbox,
         gui_max_actions=gui_max_actions,
+        stall_steps=stall_steps,
         allow_hosts=allow_host,
         max_steps=max_steps,
         error_limit=error_limit,

@@ -113,6 +113,10 @@ class ProfileRules:
     gui_actions_per_step: int
     gui_screenshots_kept: int  # screenshots in each of the GUI agent's requests (the latest ones)
 
+    # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
+    # best step once, then stops (core/governor.py); else it spends its step budget.
+    loop_governor: bool
+
     def environment(self, name: EnvironmentName) -> EnvironmentRules:
         """The observation rules of ``name`` (a run's ``environment``)."""
         return {"inference": self.inference, "rollout": self.rollout}[name]

@@ -64,4 +64,5 @@ RULES = ProfileRules(
     rollout=ROLLOUT_ENVIRONMENT,
     gui_actions_per_step=1,  # WebVoyager: one action per iteration, the last 3 screenshots kept
     gui_screenshots_kept=3,
+    loop_governor=False,  # WebGen-Agent runs until finish or max_steps
 )
