@@ -7,12 +7,17 @@ stopped with its reason in run.json and ``history``; one that improves slowly is
 
 from __future__ import annotations
 
+import asyncio
+import html
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.report.html import write_report
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
@@ -138,6 +143,18 @@ async def test_a_run_going_in_circles_is_sent_back_then_stopped(tmp_path, chromi
     recorded = json.loads((tmp_path / "out" / "run.json").read_text())
     assert [e["kind"] for e in recorded["events"]] == ["backtrack", "stop", "finalize"]
     assert recorded["events"][1]["reason"] == stop["reason"]
+    # ... and `history` and the report say why the run stopped.
+    shown = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "webgen_agent", "history", "governor-circling", "--db", str(tmp_path / "runs.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert f"stop after step 3: {stop['reason'][:60]}" in " ".join(shown.stdout.split())
+    report = await write_report("governor-circling", db_path=tmp_path / "runs.db", out=tmp_path / "report.html")
+    assert html.escape(stop["reason"], quote=False) in report.read_text()
 
 
 @pytest.mark.e2e
