@@ -9,9 +9,10 @@ and credited with the change its refinement made (helpfulness H).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from webgen_agent.core.state import Step
+if TYPE_CHECKING:  # the command line reads the names below at start-up, without the state's imports
+    from webgen_agent.core.state import Step
 
 CriticReward = Literal["d", "h", "dh"]
 RewardKind = Literal["step", "cascaded"]
