@@ -61,6 +61,7 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
 
 
+@pytest.mark.e2e  # the command line as a process (a second each)
 @pytest.mark.parametrize(
     "argv",
     [(), ("--help",), ("runs", "--help"), ("history", "--help"), ("report", "--help"), ("run", "--help")],
