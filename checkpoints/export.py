@@ -167,7 +167,11 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
         for s in t.steps
         if (critique_hash := s.get("critique")) and (prompt_hash := s.get("critic_prompt"))
     ]
-    texts.prefetch(d for _, _, critique_hash, prompt_hash in critiqued for d in (critique_hash, prompt_hash))
+    texts.prefetch(
+        d
+        for _, step, critique_hash, prompt_hash in critiqued
+        for d in (critique_hash, prompt_hash, step.get("critic_completion"), step.get("critic_logprobs"))
+    )
     records: list[CriticRecord] = []
     for trajectory, step, critique_hash, prompt_hash in critiqued:
         steps = trajectory.steps
@@ -177,6 +181,9 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
             continue  # the step budget ran out after the critique: no refinement to credit
         critique = Critique.model_validate(texts.json(critique_hash))
         before_reward, after_reward = trajectory.reward(step), trajectory.reward(after)
+        # The answer as sampled; runs from before it was kept have only the parsed critique.
+        sampled = step.get("critic_completion")
+        logprobs = texts.logprobs(step.get("critic_logprobs"))
         records.append(
             CriticRecord(
                 group_id=trajectory.group_id,
@@ -184,15 +191,26 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
                 step=step["index"],
                 next_step=after["index"],
                 prompt=[ChatMessage.model_validate(m) for m in texts.json(prompt_hash)],
-                completion=[ChatMessage(role="assistant", content=critique.model_dump_json())],
+                completion=[
+                    ChatMessage(
+                        role="assistant", content=texts.text(sampled) if sampled else critique.model_dump_json()
+                    )
+                ],
                 critique=critique,
                 reward_before=before_reward,
                 reward_after=after_reward,
                 credit=after_reward - before_reward,
+                has_logprobs=bool(logprobs),
+                logprobs=logprobs,
+                completion_logprobs=[token.logprob for token in logprobs] if logprobs else None,
             )
         )
     # Critiques are small: collecting them first costs little and allows the Arrow-friendly order.
-    yield from arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
+    records = arrow_friendly_order(records, complete=lambda r: bool(r.critique.checks and r.critique.plan))
+    # ... and before it one with logprobs too when there is one.
+    yield from arrow_friendly_order(
+        records, complete=lambda r: bool(r.critique.checks and r.critique.plan and r.logprobs)
+    )
 
 
 def _branch(trajectory: Trajectory, last: Step) -> list[Step]:

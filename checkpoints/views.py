@@ -107,11 +107,16 @@ class CriticRecord(BaseModel):
     step: int = Field(description="The coder step that was critiqued.")
     next_step: int = Field(description="The Refiner step that answered the critique.")
     prompt: list[ChatMessage] = Field(description="The exact messages the Critic was sent.")
-    completion: list[ChatMessage] = Field(description="One assistant message: the critique as JSON text.")
+    completion: list[ChatMessage] = Field(description="One assistant message: the critique's JSON text as sampled.")
     critique: Critique = Field(description="The same critique as a structure.")
     reward_before: float = Field(description="Reward of the critiqued step.")
     reward_after: float = Field(description="Reward of the step after the refinement.")
     credit: float = Field(description="reward_after - reward_before.")
+    has_logprobs: bool = Field(description="The endpoint returned token logprobs for this completion.")
+    logprobs: list[TokenLogprob] = Field(description="Per-token logprobs of the completion; [] when not returned.")
+    completion_logprobs: list[float] | None = Field(
+        description="The sampling policy's logprob of each completion token (for an importance ratio); null without."
+    )
 
 
 class RewardsRecord(BaseModel):

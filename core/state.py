@@ -56,6 +56,14 @@ class Execution(TypedDict):
     start_error: NotRequired[bool]
 
 
+class SampledTurn(TypedDict):
+    """A model turn as sampled, for training: blob hashes of its messages, its text and its logprobs."""
+
+    prompt: str  # JSON list of the messages that produced the used answer (a retry's included)
+    completion: str  # the answer's text exactly as sampled
+    logprobs: str | None  # JSON list of its token logprobs; None when the endpoint returned none
+
+
 class Step(TypedDict):
     """One coder output (Generator or Refiner) and what followed it.
 
@@ -114,6 +122,9 @@ class Step(TypedDict):
     # step was worked on (waits, fallback model, condensed prompt); never a mark against the step.
     endpoint: NotRequired[dict[str, dict[str, Any]]]
     token_ids: NotRequired[str | None]  # blob hash of {"prompt": ids | None, "completion": ids | None}
+    # node (or node/call) -> its model turn as sampled, kept when the role's settings ask for logprobs
+    # (the screenshot judge, the GUI verdict; the Critic keeps its own in critic_*)
+    sampled: NotRequired[dict[str, SampledTurn]]
 
 
 class StepUpdate(TypedDict, total=False):
@@ -167,6 +178,7 @@ class StepUpdate(TypedDict, total=False):
     critic_logprobs: str | None
     endpoint: dict[str, dict[str, Any]]
     token_ids: str | None
+    sampled: dict[str, SampledTurn]
 
 
 class Event(TypedDict, total=False):
@@ -190,7 +202,7 @@ def conversation_of(state: AgentState) -> list[ChatRef]:
 
 
 def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) -> list[Step]:
-    """Reducer: merge partial step records by ``index``; nested timing/token/cost/endpoint dicts merge too.
+    """Reducer: merge partial step records by ``index``; nested timing/token/cost/endpoint/sampled dicts merge too.
 
     A step's first update (the coder turn) carries every required field of ``Step``.
     """
@@ -206,7 +218,7 @@ def merge_steps(current: list[Step] | None, updates: list[StepUpdate] | None) ->
             by_index[index] = record
             continue
         for key, value in update.items():
-            if key in ("timings", "tokens", "cost", "endpoint") and isinstance(value, dict):
+            if key in ("timings", "tokens", "cost", "endpoint", "sampled") and isinstance(value, dict):
                 existing[key] = {**existing.get(key, {}), **value}
             else:
                 existing[key] = value

@@ -17,7 +17,7 @@ from webgen_agent.core.context import AgentContext, Role
 from webgen_agent.core.state import AgentState, RequirementCheck, StepUpdate
 from webgen_agent.core.views import CodeCritique
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, sampled_turn, store, usage_record
 from webgen_agent.tools.models import ask_structured
 
 MAX_CODE_CHARS = 40_000
@@ -70,20 +70,21 @@ async def code_critic(state: AgentState, runtime: Runtime[AgentContext]) -> Node
     role: Role = "coder" if context.shared_policy else "feedback"
     settings = context.coder if context.shared_policy else context.feedback
     answer = await ask_structured(settings, role, messages, CodeCritique)
+    # The messages that produced the answer (a retry's included), its text and logprobs as sampled:
+    # the Critic's turn as training data (what an importance ratio needs).
+    turn = await sampled_turn(answer, messages)
     patch: StepUpdate = {
         "index": step["index"],
         "critic_target": target["index"],
-        # The messages that produced the answer (a retry's included): the prompt of the Critic's turn.
-        "critic_prompt": await blobs.aput_json(answer.sent or messages),
+        "critic_prompt": turn["prompt"],
         "critic_model": role,
         "tokens": {"code_critic": usage_record(answer.usage)},
     }
     if answer.value is not None:
         patch["critique"] = await blobs.aput_json(answer.value.model_dump())
-        # The sampled text and its logprobs: what an importance ratio for the Critic's turn needs.
-        patch["critic_completion"] = await blobs.aput_text(answer.text)
-        if answer.logprobs is not None:
-            patch["critic_logprobs"] = await blobs.aput_json(answer.logprobs)
+        patch["critic_completion"] = turn["completion"]
+        if turn["logprobs"] is not None:
+            patch["critic_logprobs"] = turn["logprobs"]
         review = format_code_critique(answer.value, requirements)
     else:
         review = f"(The code review failed: {answer.error}.) Check the code against every requirement yourself."

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.core.costs import add_costs, call_cost
 from webgen_agent.core.events import ProgressEvent
-from webgen_agent.core.state import AgentState, NodeUpdate, Step, StepUpdate
+from webgen_agent.core.state import AgentState, NodeUpdate, SampledTurn, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen
-from webgen_agent.tools.models import Usage, UsageMeter, metered
+from webgen_agent.tools.models import Message, StructuredAnswer, Usage, UsageMeter, metered
 
 Update = NodeUpdate  # what a node returns to the graph (typed: core/state.py)
 T = TypeVar("T")
@@ -198,3 +198,28 @@ def _last(patches: list[Step | StepUpdate], key: str) -> Any:
 def store() -> BlobStore:
     """The blob store of the bound resources (from async code, call its ``a*`` methods)."""
     return get_resources().store
+
+
+async def sampled_turn(answer: StructuredAnswer[Any], messages: list[Message]) -> SampledTurn:
+    """Store a used structured answer as sampled (its messages, text and token logprobs): what a
+    trainer needs of a model turn to compute an importance ratio. Every role's turns go through here."""
+    blobs = store()
+    return {
+        "prompt": await blobs.aput_json(answer.sent or messages),
+        "completion": await blobs.aput_text(answer.text),
+        "logprobs": await blobs.aput_json(answer.logprobs) if answer.logprobs is not None else None,
+    }
+
+
+async def sampled_turns(
+    settings: ModelSettings, turns: dict[str, tuple[StructuredAnswer[Any], list[Message]]]
+) -> dict[str, SampledTurn]:
+    """The named turns as sampled (a step's ``sampled``), when the role's ``settings`` ask for
+    logprobs: only then are its turns kept as training data. Turns with no usable answer are left out."""
+    if not settings.logprobs:
+        return {}
+    return {
+        name: await sampled_turn(answer, messages)
+        for name, (answer, messages) in turns.items()
+        if answer.value is not None
+    }

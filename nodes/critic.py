@@ -15,7 +15,7 @@ from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, sampled_turn, store, usage_record
 from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
 from webgen_agent.tools.models import ask_structured
 
@@ -28,11 +28,15 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResul
     patch: StepUpdate = {"index": step["index"]}
     if runtime.context.critic == "llm" and step["action"] != "malformed":
         messages = [{"role": "user", "content": prompts.critic_llm_user(state["requirement"], results)}]
-        patch["critic_prompt"] = await store().aput_json(messages)  # exported with the critique as training data
         answer = await ask_structured(runtime.context.feedback, "feedback", messages, Critique)
         patch["tokens"] = {"critic": usage_record(answer.usage)}
         if answer.value is not None:
             patch["critique"] = await store().aput_json(answer.value.model_dump())
+            # Exported with the critique as training data: the messages, the text and its logprobs as sampled.
+            turn = await sampled_turn(answer, messages)
+            patch["critic_prompt"], patch["critic_completion"] = turn["prompt"], turn["completion"]
+            if turn["logprobs"] is not None:
+                patch["critic_logprobs"] = turn["logprobs"]
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
     if not profile_rules(runtime.context.profile).feedback_with_grades:

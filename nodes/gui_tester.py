@@ -26,6 +26,7 @@ from webgen_agent.nodes.common import (
     edit_step,
     node,
     prepared_workspace,
+    sampled_turns,
     usage_record,
 )
 from webgen_agent.nodes.gui_testing import (
@@ -125,13 +126,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         )
         steps = [*update.get("steps", []), *result.update.get("steps", [])]
         return NodeResult({**update, **result.update, "steps": steps}, result.message)
-    answer = await ask_structured(
-        context.feedback,
-        "feedback",
-        verdict_messages(state, instruction, run),
-        GuiVerdict,
-        strict=rules.strict_verdicts,
-    )
+    asked = verdict_messages(state, instruction, run)
+    answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
     usage = usage + answer.usage
     if answer.value is not None:
         passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
@@ -157,6 +153,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
                 "screenshot_score": target["screenshot_score"],
             }
         )
+    if sampled := await sampled_turns(context.feedback, {"gui_tester/verdict": (answer, asked)}):
+        own["sampled"] = sampled
     patches.append(own)
     update["steps"] = [*update.get("steps", []), *patches]
     return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")

@@ -10,18 +10,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+from typing import Any
 
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
-from webgen_agent.core.state import AgentState, Step
+from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.common import NodeResult, Update, current_step, node, store, usage_record
+from webgen_agent.nodes.common import NodeResult, Update, current_step, node, sampled_turns, store, usage_record
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.models import StructuredAnswer, Usage, ask_structured
+from webgen_agent.tools.models import Message, StructuredAnswer, Usage, ask_structured
 
 # A step whose screenshot is graded at or below this counts as errored (as upstream).
 # A grade still pending after this long: the GUI test's browser session is opened meanwhile.
@@ -140,21 +141,11 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
     context = runtime.context
     vlm, attempts = context.vlm, profile_rules(context.profile).judge_attempts
     environment = environment_rules(context.profile, context.environment)
+    describe = screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png)
+    grade = screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png)
     described, graded = await asyncio.gather(
-        ask_structured(
-            vlm,
-            "vlm",
-            screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png),
-            ScreenshotDescription,
-            attempts=attempts,
-        ),
-        ask_structured(
-            vlm,
-            "vlm",
-            screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png),
-            ScreenshotGrade,
-            attempts=attempts,
-        ),
+        ask_structured(vlm, "vlm", describe, ScreenshotDescription, attempts=attempts),
+        ask_structured(vlm, "vlm", grade, ScreenshotGrade, attempts=attempts),
     )
     if environment.restart_limit is not None and (raised(described) or raised(graded)):
         which = [name for name, answer in (("description", described), ("grade", graded)) if raised(answer)]
@@ -172,23 +163,25 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
         or not (visible_error or description or suggestions)  # nothing came back
         or score <= ERRORED_SCORE
     )
-    update: Update = {
-        "steps": [
-            {
-                "index": step["index"],
-                "screenshot_score": score,
-                "description": description,
-                "suggestions": suggestions,
-                "visible_error": visible_error,
-                "judge_error": judge_failure(
-                    described.error and f"description: {described.error}", graded.error and f"grade: {graded.error}"
-                ),
-                "errored": errored,
-                "tokens": {"screenshot_judge": usage_record(described.usage + graded.usage)},
-            }
-        ],
-        "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
+    patch: StepUpdate = {
+        "index": step["index"],
+        "screenshot_score": score,
+        "description": description,
+        "suggestions": suggestions,
+        "visible_error": visible_error,
+        "judge_error": judge_failure(
+            described.error and f"description: {described.error}", graded.error and f"grade: {graded.error}"
+        ),
+        "errored": errored,
+        "tokens": {"screenshot_judge": usage_record(described.usage + graded.usage)},
     }
+    turns: dict[str, tuple[StructuredAnswer[Any], list[Message]]] = {
+        "screenshot_judge/description": (described, describe),
+        "screenshot_judge/grade": (graded, grade),
+    }
+    if sampled := await sampled_turns(vlm, turns):
+        patch["sampled"] = sampled
+    update: Update = {"steps": [patch], "consecutive_errors": count_after(state, verdict_of(errored, final=True))}
     return NodeResult(update, f"screenshot {score}/5")
 
 
@@ -215,18 +208,16 @@ async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) ->
     else:
         score, description, suggestions = 0, f"The screenshot could not be graded: {answer.error}", []
     errored = score <= ERRORED_SCORE
-    update: Update = {
-        "steps": [
-            {
-                "index": step["index"],
-                "screenshot_score": score,
-                "description": description,
-                "suggestions": suggestions,
-                "judge_error": judge_failure(answer.error),
-                "errored": errored,
-                "tokens": {"screenshot_judge": usage_record(answer.usage)},
-            }
-        ],
-        "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
+    patch: StepUpdate = {
+        "index": step["index"],
+        "screenshot_score": score,
+        "description": description,
+        "suggestions": suggestions,
+        "judge_error": judge_failure(answer.error),
+        "errored": errored,
+        "tokens": {"screenshot_judge": usage_record(answer.usage)},
     }
+    if sampled := await sampled_turns(runtime.context.vlm, {"screenshot_judge": (answer, messages)}):
+        patch["sampled"] = sampled
+    update: Update = {"steps": [patch], "consecutive_errors": count_after(state, verdict_of(errored, final=True))}
     return NodeResult(update, f"screenshot {score}/5")

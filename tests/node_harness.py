@@ -126,10 +126,13 @@ class NodeHarness:
         }
         return {**record, **fields}  # type: ignore[return-value]
 
-    def context(self, base_url: str, **overrides: Any) -> AgentContext:
-        """The scripted server's three models; no Chromium unless a test gave the harness one."""
+    def context(self, base_url: str, *, logprobs: tuple[str, ...] = (), **overrides: Any) -> AgentContext:
+        """The scripted server's three models, those named in ``logprobs`` asked for token logprobs;
+        no Chromium unless a test gave the harness one."""
         chromium = {} if self.has_browser else {"chromium": NO_BROWSER}
-        return scripted_context(base_url, **{**chromium, **overrides})
+        context = scripted_context(base_url, **{**chromium, **overrides})
+        asked = {role: getattr(context, role).model_copy(update={"logprobs": True}) for role in logprobs}
+        return context.model_copy(update=asked)
 
     async def run(
         self,

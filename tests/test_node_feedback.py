@@ -3,6 +3,8 @@ Code-Critic, Backtrack, and Budget."""
 
 from __future__ import annotations
 
+import json
+
 from webgen_agent.nodes.backtrack import backtrack
 from webgen_agent.nodes.budget import budget
 from webgen_agent.nodes.code_critic import code_critic
@@ -67,6 +69,18 @@ async def test_the_llm_critic_adds_a_repair_plan(node_harness):
     (sent,) = node_harness.store.get_json(patch["critic_prompt"])  # kept as training data
     assert "graded 3/5" in sent["content"]
     assert run.message == "Follow the repair plan."
+
+
+async def test_the_llm_critic_keeps_its_answer_as_sampled_with_logprobs(node_harness):
+    """Over HTTP, the feedback model asked for logprobs: the critique's text as the server wrote it,
+    and logprobs that join back to exactly that text (what the critic export carries)."""
+    critique = {"checks": [], "diagnosis": "Fine.", "plan": ["Keep it."]}
+    rules = [{"model": "scripted-feedback", "schema": "Critique", "json": critique}]
+    run = await node_harness.run(critic, judged_state(node_harness), rules=rules, critic="llm", logprobs=("feedback",))
+    (patch,) = run.update["steps"]
+    text = node_harness.store.get_text(patch["critic_completion"])
+    assert text == json.dumps(critique)
+    assert "".join(t["token"] for t in node_harness.store.get_json(patch["critic_logprobs"])) == text
 
 
 async def test_the_code_critic_reads_the_files_not_the_page(node_harness):

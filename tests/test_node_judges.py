@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from PIL import Image
@@ -74,6 +75,44 @@ async def test_the_upstream_judge_reads_a_visible_error_off_the_screenshot(node_
     assert patch["errored"] is errored  # a visible error errs the step whatever its grade
     assert run.update["consecutive_errors"] == count
     assert len(run.requests) == 2 and all("My notes" not in r.last_user_text for r in run.requests)
+
+
+def joined_samples(harness, patch) -> dict[str, str]:
+    """Each sampled turn's text, checked to be exactly what its token logprobs join to."""
+    texts = {}
+    for name, turn in patch["sampled"].items():
+        text = harness.store.get_text(turn["completion"])
+        assert "".join(t["token"] for t in harness.store.get_json(turn["logprobs"])) == text, name
+        assert harness.store.get_json(turn["prompt"])[-1]["role"] == "user"
+        texts[name] = text
+    return texts
+
+
+async def test_a_judge_asked_for_logprobs_keeps_its_answer_as_sampled(node_harness):
+    """Over HTTP: the VLM's settings ask for logprobs, and the judge's turn is kept as sampled (the
+    server's JSON text) with the logprobs of exactly that text; not asked, nothing is kept."""
+    rule = judgement(4)
+    run = await node_harness.run(screenshot_judge, captured_state(node_harness), rules=[rule], logprobs=("vlm",))
+    (patch,) = run.update["steps"]
+    assert joined_samples(node_harness, patch) == {"screenshot_judge": json.dumps(rule["json"])}
+    plain = await node_harness.run(screenshot_judge, captured_state(node_harness), rules=[rule])
+    assert "sampled" not in plain.update["steps"][0]
+
+
+async def test_the_upstream_judge_keeps_both_answers_as_sampled(node_harness):
+    reading = {"is_error": False, "error_message": "", "screenshot_description": "A list.", "suggestions": ""}
+    grade = {"analysis": "Fine.", "grade": 4}
+    rules = [
+        {"model": "scripted-vlm", "schema": "ScreenshotDescription", "json": reading},
+        {"model": "scripted-vlm", "schema": "ScreenshotGrade", "json": grade},
+    ]
+    state = captured_state(node_harness)
+    run = await node_harness.run(screenshot_judge, state, rules=rules, profile="upstream", logprobs=("vlm",))
+    (patch,) = run.update["steps"]
+    assert joined_samples(node_harness, patch) == {
+        "screenshot_judge/description": json.dumps(reading),
+        "screenshot_judge/grade": json.dumps(grade),
+    }
 
 
 def verdict(passed: bool, score: int) -> dict:

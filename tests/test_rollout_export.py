@@ -404,6 +404,38 @@ def test_critic_credit_is_the_reward_gain_of_the_refinement(story):
 
 
 @e2e
+def test_critic_records_carry_the_sampled_text_and_its_logprobs(story):
+    """rollout --logprobs --critic llm: the feedback model's critique is exported as sampled (the
+    scripted server's JSON text, not re-serialised) with the logprobs of exactly that text."""
+    records = read_jsonl(story.exports["critic"])
+    assert records
+    for record in records:
+        (completion,) = record["completion"]
+        assert completion["content"] == json.dumps(record["critique"])  # as the server wrote it, not re-serialised
+        assert record["has_logprobs"] is True
+        assert "".join(t["token"] for t in record["logprobs"]) == completion["content"]
+        assert record["completion_logprobs"] == [t["logprob"] for t in record["logprobs"]]
+
+
+@e2e
+def test_every_sampled_turn_of_the_feedback_model_keeps_logprobs_of_its_text(story):
+    """Its other turns (the GUI verdict) are kept on the step the same way: messages, text, logprobs."""
+    trajectories = asyncio.run(load_trajectories(story.db))
+    store = BlobStore(story.db)
+    try:
+        texts = BlobTexts(store)
+        turns = [(name, turn) for t in trajectories for s in t.steps for name, turn in s.get("sampled", {}).items()]
+        assert {name for name, _ in turns} == {"gui_tester/verdict"}
+        for _, turn in turns:
+            tokens = texts.logprobs(turn["logprobs"])
+            assert tokens and "".join(t.token for t in tokens) == texts.text(turn["completion"])
+            assert set(json.loads(texts.text(turn["completion"]))) == {"passed", "score", "suggestions"}
+            assert "Agent's final answer" in json.dumps(texts.json(turn["prompt"]))  # the verdict's request
+    finally:
+        store.close()
+
+
+@e2e
 def test_rewards_lists_match_the_step_records(story):
     grpo = read_jsonl(story.exports["step-grpo"])
     for record in read_jsonl(story.exports["rewards"]):

@@ -80,7 +80,10 @@ def rollout(
         Path | None, typer.Option(help="Folder for the trajectories' outputs (default: ./webgen-runs/NAME).")
     ] = None,
     logprobs: Annotated[
-        bool, typer.Option(help="Ask for token logprobs of the trained turns: the coder's, and webloop's Critic's.")
+        bool,
+        typer.Option(
+            help="Ask for token logprobs of the trained turns: the coder's and the Critic's (--critic llm, webloop)."
+        ),
     ] = False,
     token_ids: Annotated[
         bool,

@@ -114,8 +114,10 @@ def rollout_context(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
     update: dict[str, Any] = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
-    if logprobs and loop_rules(context.loop).trains_every_role and not context.shared_policy:
-        # A separate Critic's turns are training data too (the webloop export): its logprobs as well.
+    separate_critic = loop_rules(context.loop).trains_every_role and not context.shared_policy
+    if logprobs and (separate_critic or context.critic == "llm"):
+        # The feedback model's critiques are training data too (the webloop and critic exports): its
+        # logprobs as well, and so those of its other turns (the GUI verdict), kept on the step.
         update["feedback"] = context.feedback.model_copy(update={"logprobs": True})
     # Observations as the profile's rollout environment makes them (docs/fidelity.md).
     update["environment"] = "rollout"
