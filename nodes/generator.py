@@ -96,9 +96,11 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     written, meter = await instruction if instruction is not None else (None, None)
     update = turn.update
     if written is not None:
-        update["test_instruction"] = written[0]
+        update["test_instruction"] = written.text
         step = update["steps"][-1]
-        step["tokens"] = {**step.get("tokens", {}), "test_instruction": usage_record(written[1])}
+        step["tokens"] = {**step.get("tokens", {}), "test_instruction": usage_record(written.usage)}
+        if written.sampled:
+            step["sampled"] = {**step.get("sampled", {}), **written.sampled}
     if meter is not None and meter.by_role:  # what the instruction cost, failed or not
         step = update["steps"][-1]
         step["cost"] = {**step.get("cost", {}), "test_instruction": node_cost(meter, runtime.context)}

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
-from webgen_agent.core.state import AgentState, Step, StepUpdate
+from webgen_agent.core.state import AgentState, SampledTurn, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
@@ -65,8 +65,10 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     usage = Usage()
     instruction = state.get("test_instruction")
     update: Update = {}
+    sampled: dict[str, SampledTurn] = {}
     if not instruction:
-        instruction, usage = await write_test_instruction(context, state["requirement"])
+        asked_for = await write_test_instruction(context, state["requirement"])
+        instruction, usage, sampled = asked_for.text, asked_for.usage, asked_for.sampled
         update["test_instruction"] = instruction
 
     workspace = await prepared_workspace(state)
@@ -153,7 +155,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
                 "screenshot_score": target["screenshot_score"],
             }
         )
-    if sampled := await sampled_turns(context.feedback, {"gui_tester/verdict": (answer, asked)}):
+    sampled.update(await sampled_turns(context.feedback, {"gui_tester/verdict": (answer, asked)}))
+    if sampled:
         own["sampled"] = sampled
     patches.append(own)
     update["steps"] = [*update.get("steps", []), *patches]

@@ -9,13 +9,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import sys
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.state import AgentState
+from webgen_agent.core.state import AgentState, SampledTurn
 from webgen_agent.core.views import GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
+from webgen_agent.nodes.common import sampled_turns
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.tools.gui_agent import (
     BROWSER_USE_MODULES,
@@ -28,14 +30,26 @@ from webgen_agent.tools.gui_agent import (
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
 
 
-async def write_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage]:
+@dataclass(frozen=True)
+class WrittenInstruction:
+    """The GUI test instruction, what writing it cost, and its turn as sampled (a step's ``sampled``)."""
+
+    text: str
+    usage: Usage
+    sampled: dict[str, SampledTurn]
+
+
+async def write_test_instruction(context: AgentContext, requirement: str) -> WrittenInstruction:
     rules = prompts_for(context.profile)
     messages = [{"role": "user", "content": rules.test_instruction_user(requirement)}]
     answer = await ask_structured(context.feedback, "feedback", messages, TestInstruction)
+    sampled = await sampled_turns(context.feedback, {"test_instruction": (answer, messages)})
     if answer.value is None:
         # Still test something useful: the requirement itself is a usable instruction.
-        return f"Check that the website does what this asks: {requirement}{rules.test_suffix}", answer.usage
-    return answer.value.instruction.strip() + rules.test_suffix, answer.usage
+        return WrittenInstruction(
+            f"Check that the website does what this asks: {requirement}{rules.test_suffix}", answer.usage, sampled
+        )
+    return WrittenInstruction(answer.value.instruction.strip() + rules.test_suffix, answer.usage, sampled)
 
 
 def warm_gui_agent() -> None:
@@ -53,7 +67,7 @@ def warm_gui_agent() -> None:
         asyncio.get_running_loop().run_in_executor(None, import_browser_use)
 
 
-async def early_test_instruction(context: AgentContext, requirement: str) -> tuple[str, Usage] | None:
+async def early_test_instruction(context: AgentContext, requirement: str) -> WrittenInstruction | None:
     """The instruction written ahead of need, or None when the feedback model failed.
 
     A failure is not the Generator's to report: the GUI-Tester asks again when it needs the

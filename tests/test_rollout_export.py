@@ -419,18 +419,20 @@ def test_critic_records_carry_the_sampled_text_and_its_logprobs(story):
 
 @e2e
 def test_every_sampled_turn_of_the_feedback_model_keeps_logprobs_of_its_text(story):
-    """Its other turns (the GUI verdict) are kept on the step the same way: messages, text, logprobs."""
+    """Its other turns (the GUI test's instruction and verdict) are kept on the step the same way:
+    the messages, the text as sampled and the logprobs of exactly that text."""
     trajectories = asyncio.run(load_trajectories(story.db))
     store = BlobStore(story.db)
     try:
         texts = BlobTexts(store)
         turns = [(name, turn) for t in trajectories for s in t.steps for name, turn in s.get("sampled", {}).items()]
-        assert {name for name, _ in turns} == {"gui_tester/verdict"}
-        for _, turn in turns:
+        answers = {"gui_tester/verdict": {"passed", "score", "suggestions"}, "test_instruction": {"instruction"}}
+        assert {name for name, _ in turns} == set(answers)
+        for name, turn in turns:
             tokens = texts.logprobs(turn["logprobs"])
             assert tokens and "".join(t.token for t in tokens) == texts.text(turn["completion"])
-            assert set(json.loads(texts.text(turn["completion"]))) == {"passed", "score", "suggestions"}
-            assert "Agent's final answer" in json.dumps(texts.json(turn["prompt"]))  # the verdict's request
+            assert set(json.loads(texts.text(turn["completion"]))) == answers[name]
+            assert texts.json(turn["prompt"])[-1]["role"] == "user"
     finally:
         store.close()
 
