@@ -22,7 +22,7 @@ from playwright.async_api import Page
 
 from webgen_agent.tools.gui_agent.views import ElementLocator, GuiAction, GuiRun
 from webgen_agent.tools.replay.runner import Unmatched, replay_test, resolve, run_step
-from webgen_agent.tools.replay.views import RecordedTest, ReplayStep, Target
+from webgen_agent.tools.replay.views import RecordedTest, ReplayStep, StepKind, Target
 
 if TYPE_CHECKING:
     from webgen_agent.tools.browser import SharedBrowser
@@ -32,7 +32,7 @@ COUNTED = ("li", "tr", "[role=listitem]", "[role=row]", "article", "input[type=c
 SETTLE_MS = 300  # after an action, before reading what it changed (recording only; replays poll)
 MAX_TEXT_ASSERTIONS = 2
 MAX_LINE = 80
-_ELEMENT_ACTIONS = {"click": "click", "input": "fill", "select_dropdown": "select"}
+_ELEMENT_ACTIONS: dict[str, StepKind] = {"click": "click", "input": "fill", "select_dropdown": "select"}
 # Actions that change nothing a test checks.
 _PASSIVE = {"done", "scroll", "wait", "find_elements", "search_page", "get_dropdown_options", "find_text"}
 _SNAPSHOT = """(selectors) => ({

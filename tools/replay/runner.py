@@ -16,13 +16,14 @@ from urllib.parse import urljoin
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Locator, Page, expect
 
-from webgen_agent.tools.replay.views import RecordedTest, ReplayStep, ReplayVerdict, Target
+from webgen_agent.tools.replay.views import RecordedTest, ReplayStatus, ReplayStep, ReplayVerdict, Target
 
 if TYPE_CHECKING:
     from webgen_agent.tools.browser import SharedBrowser
 
 STEP_TIMEOUT_S = 3.0
 _ERROR_LIMIT = 300
+PAGE_TEXT_LIMIT = 200  # of the failing page's text, for the coder
 
 
 def resolve(page: Page, target: Target) -> Locator:
@@ -54,6 +55,7 @@ class Attempt:
     unmatched: bool = False
     error: str | None = None
     screenshot_png: bytes | None = None
+    page_text: str = ""
 
     @property
     def passed(self) -> bool:
@@ -100,8 +102,19 @@ async def run_step(page: Page, base_url: str, step: ReplayStep, timeout_s: float
 
 
 def _short(error: BaseException) -> str:
-    text = " ".join(str(error).split()) or type(error).__name__
+    # Playwright appends its call log and an aria snapshot: the first part says what failed.
+    text = " ".join(str(error).split("Call log:")[0].split()) or type(error).__name__
     return text if len(text) <= _ERROR_LIMIT else text[: _ERROR_LIMIT - 3] + "..."
+
+
+async def _moment(page: Page) -> tuple[bytes | None, str]:
+    """The page when a step failed: a screenshot and the start of its visible text."""
+    try:
+        png = await page.screenshot(type="png", timeout=5000)
+        text = str(await page.evaluate("() => document.body ? document.body.innerText : ''"))
+    except PlaywrightError:
+        return None, ""
+    return png, " ".join(text.split())[:PAGE_TEXT_LIMIT]
 
 
 async def run_attempt(page: Page, base_url: str, test: RecordedTest, timeout_s: float) -> Attempt:
@@ -109,11 +122,10 @@ async def run_attempt(page: Page, base_url: str, test: RecordedTest, timeout_s: 
         try:
             await run_step(page, base_url, step, timeout_s)
         except (Unmatched, AssertionError, PlaywrightError) as exc:
-            try:
-                png = await page.screenshot(type="png", timeout=5000)
-            except PlaywrightError:
-                png = None
-            return Attempt(position, unmatched=isinstance(exc, Unmatched), error=_short(exc), screenshot_png=png)
+            png, text = await _moment(page)
+            return Attempt(
+                position, unmatched=isinstance(exc, Unmatched), error=_short(exc), screenshot_png=png, page_text=text
+            )
     return Attempt()
 
 
@@ -135,6 +147,7 @@ async def replay_test(
         if attempts[-1].passed:
             break
     first = attempts[0]
+    status: ReplayStatus
     if first.passed:
         status = "passed"
     elif attempts[-1].passed:
@@ -149,6 +162,7 @@ async def replay_test(
         failed_action=test.steps[first.failed_step].describe() if first.failed_step is not None else None,
         error=first.error,
         screenshot_png=first.screenshot_png,
+        page_text=first.page_text,
         seconds=round(time.monotonic() - started, 3),
         attempts=len(attempts),
     )

@@ -87,6 +87,7 @@ class ReplayVerdict(BaseModel):
     failed_action: str | None = Field(default=None, description="That step as a person reads it.")
     error: str | None = None
     screenshot_png: bytes | None = Field(default=None, repr=False, description="The page when it failed.")
+    page_text: str = Field(default="", description="The start of the page's visible text when it failed.")
     seconds: float = 0.0
     attempts: int = 1
 
@@ -96,4 +97,5 @@ class ReplayVerdict(BaseModel):
         return (
             f"Recorded test {self.test!r} (it passed at step {self.recorded_at_step}) now fails at {where}: "
             f"{self.failed_action or 'loading the page'}: {self.error or 'failed'}"
+            + (f" (the page showed: {self.page_text})" if self.page_text else "")
         )
