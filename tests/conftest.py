@@ -135,6 +135,28 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
         await browser.close()
 
 
+@pytest.fixture(scope="session")
+def playwright_test_dir(deps_cache_dir: Path) -> Path | None:
+    """@playwright/test installed once per session (the version of the Python Playwright in use) into a
+    folder of the shared dependency cache; None when npm cannot install it (no registry here)."""
+    import importlib.metadata
+    import subprocess
+
+    folder = deps_cache_dir / "playwright-test"
+    if (folder / "node_modules" / ".bin" / "playwright").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    version = importlib.metadata.version("playwright")
+    done = subprocess.run(
+        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", f"@playwright/test@{version}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return folder if done.returncode == 0 else None
+
+
 # ---- end of execution fixtures -----------------------------------------------------------------
 
 

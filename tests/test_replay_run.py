@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from webgen_agent.apps.demo import scenario_path, scripted_context
+from webgen_agent.apps.report.html import render_report
+from webgen_agent.apps.report.model import load_report
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import rewards_records
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import load_trajectories
-from webgen_agent.graph.api import run_requirement
+from webgen_agent.graph.api import recorded_tests, run_history, run_requirement
 from webgen_agent.tools.replay.views import RecordedTest
 
 REQUIREMENT = "A todo app: add todos, mark them done, and show how many there are and how many are done."
@@ -71,3 +73,10 @@ async def test_a_broken_function_is_caught_by_replay_at_the_step_that_breaks_it(
     assert grounded.replay_scores[:5] == [None, None, 1.0, 0.0, 1.0]
     assert plain.rewards[2:5] == [3.0, 6.0, 10.0]  # screenshot + GUI grade (step 2 had no GUI test)
     assert grounded.rewards[2:5] == [8.0, 4.0, 10.0]  # step 2 kept both functions; step 3 broke one
+
+    # Listed in history and the report.
+    assert [t.name for t in await recorded_tests("replay", db_path=tmp_path / "webgen.db")] == ["step-0"]
+    rows, _ = await run_history("replay", db_path=tmp_path / "webgen.db")
+    assert [r.replay for r in rows[:5]] == ["", "", "1 passed", "1 failed", "1 passed"]
+    html = render_report(await load_report("replay", db_path=tmp_path / "webgen.db"))
+    assert "Recorded GUI tests" in html and "step-0: failed at expect text" in html and "step-0 when it failed" in html
