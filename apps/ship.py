@@ -268,7 +268,7 @@ README_LINE = (
 def e2e_entries(tests: list[RecordedTest], project: dict[str, bytes]) -> list[tuple[str, bytes]]:
     """The recorded tests as files of the shipped project: one spec each, a Playwright config and a
     README line (the project's own config and README are kept: the line is appended)."""
-    if not tests:
+    if not tests or "package.json" not in project:  # a static site has no dev server to test against
         return []
     entries = [(f"{E2E_DIR}/{test.name}.spec.js", spec_js(test).encode()) for test in tests]
     if not any(name.startswith("playwright.config.") for name in project):

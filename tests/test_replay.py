@@ -109,3 +109,53 @@ async def test_a_run_without_reproducible_actions_records_nothing(
     assert test is None
     empty = RecordedTest(name="e", instruction="i", recorded_at_step=1, covers_all=True, source_score=5, steps=[])
     assert empty.actions == 0
+
+
+@pytest.fixture
+def alternating_site() -> Iterator[str]:
+    """The todo page, broken on every other load: a test of it passes on the retry only."""
+    loads = [0]
+
+    class Alternating(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/":  # the favicon
+                self.send_error(404)
+                return
+            loads[0] += 1
+            body = (BROKEN_PAGE if loads[0] % 2 else TODO_PAGE).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Alternating)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+async def test_a_test_that_passes_only_on_the_retry_is_flaky_not_passed(
+    alternating_site: str, shared_browser: SharedBrowser
+) -> None:
+    add = Target(by="role", value="button", name="Add item")
+    test = RecordedTest(
+        name="t",
+        instruction="i",
+        recorded_at_step=0,
+        covers_all=True,
+        source_score=5,
+        steps=[
+            ReplayStep(kind="goto", value="/"),
+            ReplayStep(kind="fill", target=Target(by="placeholder", value="What needs doing?"), value="Tea"),
+            ReplayStep(kind="click", target=add),
+            ReplayStep(kind="expect_text", target=Target(by="text", value="Todo: Tea")),
+        ],
+    )
+    verdict = await replay_test(shared_browser, alternating_site, test, step_timeout_s=1.0)
+    assert verdict.status == "flaky" and verdict.attempts == 2
+    assert verdict.failed_step == 3 and verdict.failed_action == "expect text 'Todo: Tea' visible"

@@ -1,5 +1,8 @@
 """The recorded step list as a ``@playwright/test`` spec (JavaScript) and the config to run it.
 
+ES module syntax, as Playwright's own templates: Playwright loads it in CommonJS and ES-module
+projects alike (a generated Vite project is ``"type": "module"``, where ``require`` fails).
+
 Same steps, same locators as the Python replayer (``runner.py``): one list, two printers.
 """
 
@@ -10,11 +13,11 @@ import json
 from webgen_agent.tools.replay.views import RecordedTest, ReplayStep, Target
 
 PLAYWRIGHT_CONFIG = """// Runs the recorded end-to-end tests against the site (npm run dev, or BASE_URL when set).
-const { defineConfig } = require('@playwright/test');
+import { defineConfig } from '@playwright/test';
 
 const baseURL = process.env.BASE_URL || 'http://127.0.0.1:5173';
 
-module.exports = defineConfig({
+export default defineConfig({
   testDir: './tests/e2e',
   timeout: 30000,
   expect: { timeout: 3000 },
@@ -74,6 +77,6 @@ def spec_js(test: RecordedTest) -> str:
     return (
         f"// Recorded from the GUI test that passed at step {test.recorded_at_step}.\n"
         f"// Instruction: {instruction}\n"
-        "const { test, expect } = require('@playwright/test');\n\n"
+        "import { test, expect } from '@playwright/test';\n\n"
         f"test({_js(test.name)}, async ({{ page }}) => {{\n{body}\n}});\n"
     )
