@@ -337,6 +337,7 @@ async def run_history(
 async def recorded_tests(run_id: str, *, db_path: str | Path | Database = DEFAULT_DB) -> list[RecordedTest]:
     """The GUI tests the run recorded (tools/replay), as its final state lists them."""
     from webgen_agent.checkpoints.history import final_state
+    from webgen_agent.checkpoints.store import BlobStore
 
     refs = (await final_state(db_path, run_id)).get("replay_tests") or []
     blobs = BlobStore(db_path)
