@@ -78,9 +78,10 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     served_before = written.served_before if written is not None else None
     # Restarts a server that died since the edit step; a kept one serves the written files first.
     served = await site.ensure_running(changed, served_before=served_before)
-    # The recorded tests' replay on this edit is the verdict (no agent, no model) unless files were
-    # written since the replay (a control reply's, in rollouts).
-    plan = gui_plan(target, state.get("replay_tests") or []) if replay_on(context) and written is None else "agent"
+    # The recorded tests' replay on this edit is the verdict (no agent, no model) unless the files
+    # differ from those the replay ran on (a control reply's written since, in rollouts).
+    replayed_files = written is None or written.files == target.get("files")
+    plan = gui_plan(target, state.get("replay_tests") or []) if replay_on(context) and replayed_files else "agent"
     if plan != "agent":
         if state.get("run_id"):
             await resources.drop_gui_session(state["run_id"])
