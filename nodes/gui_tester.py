@@ -198,6 +198,8 @@ async def write_control_files(
     never writes them. None when there is nothing to write.
     """
     step = current_step(state)
+    if step["action"] == "edit":  # an edit's own files: the executor wrote and recorded them
+        return None
     blobs = get_resources().store
     reply = await blobs.aget_text(step["completion"])
     files = parse_reply(reply, environment_rules(context.profile, context.environment).replies).files
