@@ -99,6 +99,7 @@ def test_url_pattern_is_the_same_in_python_and_javascript() -> None:
     assert url_suffix_pattern("http://h:1/cart?id=2#top") == r"\/cart\?id=2#top$"
 
 
+@pytest.mark.e2e
 async def test_a_run_without_reproducible_actions_records_nothing(
     site: tuple[str, Path], shared_browser: SharedBrowser
 ) -> None:
@@ -139,6 +140,7 @@ def alternating_site() -> Iterator[str]:
     httpd.server_close()
 
 
+@pytest.mark.e2e
 async def test_a_test_that_passes_only_on_the_retry_is_flaky_not_passed(
     alternating_site: str, shared_browser: SharedBrowser
 ) -> None:
