@@ -31,6 +31,8 @@ from webgen_agent.nodes.resources import deps_cache_for, registry_for
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.process import ProcessRegistry, run_command, scrubbed_env
+from webgen_agent.tools.replay.spec import PLAYWRIGHT_CONFIG, spec_js
+from webgen_agent.tools.replay.views import RecordedTest
 from webgen_agent.tools.sandbox import require_sandbox
 from webgen_agent.tools.site import SiteRunner, read_package_json
 from webgen_agent.tools.site.logs import last_lines
@@ -58,6 +60,7 @@ class ShipResult(BaseModel):
     checked_url: str | None = Field(default=None, description="Where the packed index.html was loaded in Chromium.")
     page_title: str = ""
     build_seconds: float = 0.0
+    tests: int = Field(default=0, description="Recorded GUI tests shipped as tests/e2e/*.spec.js (sources only).")
 
 
 def shipped(rel_path: str) -> bool:
@@ -227,8 +230,11 @@ async def ship_run(
     store = await asyncio.to_thread(BlobStore, db_path)
     try:
         if not build:
-            count, size = await asyncio.to_thread(_pack_sources, store, chosen["files"] or "", out)
-            return ShipResult(run_id=run_id, step=chosen["index"], zip_path=str(out), files=count, bytes=size)
+            tests = await asyncio.to_thread(recorded_run_tests, state, store)
+            count, size = await asyncio.to_thread(_pack_sources, store, chosen["files"] or "", out, tests)
+            return ShipResult(
+                run_id=run_id, step=chosen["index"], zip_path=str(out), files=count, bytes=size, tests=len(tests)
+            )
         await asyncio.to_thread(db_path.local_dir.mkdir, parents=True, exist_ok=True)
         scratch = await asyncio.to_thread(tempfile.TemporaryDirectory, prefix=".ship-", dir=db_path.local_dir)
         try:
@@ -251,6 +257,31 @@ async def ship_run(
         store.close()
 
 
+E2E_DIR = "tests/e2e"
+README_LINE = (
+    "End-to-end tests recorded from the GUI tests that passed while this site was built: "
+    "`npm install -D @playwright/test && npx playwright test` (starts `npm run dev`; or set BASE_URL "
+    "to a running site, CHROMIUM_PATH to use an installed Chromium)."
+)
+
+
+def e2e_entries(tests: list[RecordedTest], project: dict[str, bytes]) -> list[tuple[str, bytes]]:
+    """The recorded tests as files of the shipped project: one spec each, a Playwright config and a
+    README line (the project's own config and README are kept: the line is appended)."""
+    if not tests or "package.json" not in project:  # a static site has no dev server to test against
+        return []
+    entries = [(f"{E2E_DIR}/{test.name}.spec.js", spec_js(test).encode()) for test in tests]
+    if not any(name.startswith("playwright.config.") for name in project):
+        entries.append(("playwright.config.js", PLAYWRIGHT_CONFIG.encode()))
+    readme = project.get("README.md", b"").decode("utf-8", "replace").rstrip()
+    entries.append(("README.md", ((readme + "\n\n" if readme else "") + README_LINE + "\n").encode()))
+    return entries
+
+
+def recorded_run_tests(state: dict[str, Any], store: BlobStore) -> list[RecordedTest]:
+    return [RecordedTest.model_validate(store.get_json(ref["hash"])) for ref in state.get("replay_tests") or []]
+
+
 def _check_paths(db_path: Database, out: Path) -> None:
     if not db_path.exists():
         raise ShipError(f"no database at {db_path}")
@@ -258,11 +289,14 @@ def _check_paths(db_path: Database, out: Path) -> None:
         raise ShipError(f"{out} is a folder; --out names the zip file to write")
 
 
-def _pack_sources(store: BlobStore, files: str, out: Path) -> tuple[int, int]:
-    """The step's files (as ``shipped`` keeps them) zipped into ``out``: (files, zip bytes)."""
+def _pack_sources(store: BlobStore, files: str, out: Path, tests: list[RecordedTest]) -> tuple[int, int]:
+    """The step's files (as ``shipped`` keeps them) and the run's recorded tests zipped into ``out``:
+    (files, zip bytes)."""
     manifest = {rel: blob for rel, blob in store.manifest(files).items() if shipped(rel)}
     blobs = store.get_many(manifest.values())
-    count = write_zip(out, ((rel, blobs[blob]) for rel, blob in manifest.items()))
+    project = {rel: blobs[blob] for rel, blob in manifest.items()}
+    project.update(e2e_entries(tests, project))
+    count = write_zip(out, project.items())
     return count, out.stat().st_size
 
 

@@ -32,6 +32,7 @@ SUITE = (
     "model_share",
     "scale",
     "server_threads",
+    "replay",
 )
 
 
@@ -116,6 +117,28 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
             "export_throughput",
             "4. Step-GRPO export of 10,000 steps",
             lambda f: (f"{f['step-grpo_s']:.2f} s (target <= 5 s)", f["step-grpo_s"] <= 5),
+        ),
+        (
+            "replay",
+            "6. GUI-agent tokens per run, replay on / off (3+ GUI-tested steps)",
+            lambda f: (
+                f"{f['agent_tokens_on']:,.0f} / {f['agent_tokens_off']:,.0f}: {f['token_saving']:.0%} fewer (target >= 50%)",
+                f["token_saving"] >= 0.5,
+            ),
+        ),
+        (
+            "replay",
+            "6. injected regressions caught at their step; false regressions on the redesign",
+            lambda f: (
+                f"{f['regressions_caught_at_step']:.0f} of {f['regressions_injected']:.0f}; "
+                f"{f['false_regressions_redesign']:.0f} false (targets: all, 0)",
+                f["regressions_caught_at_step"] == f["regressions_injected"] and f["false_regressions_redesign"] == 0,
+            ),
+        ),
+        (
+            "replay",
+            "6. replay seconds per passing test (max)",
+            lambda f: (f"{f['replay_pass_s_max']:.2f} s (target < 2 s)", f["replay_pass_s_max"] < 2),
         ),
     ]
     lines = []

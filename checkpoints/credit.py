@@ -15,7 +15,9 @@ if TYPE_CHECKING:  # the command line reads the names below at start-up, without
     from webgen_agent.core.state import Step
 
 CriticReward = Literal["d", "h", "dh"]
-RewardKind = Literal["step", "cascaded"]
+# step / cascaded, and the same with the function term grounded in the recorded GUI tests' replays
+# ("-replay": docs/rewards.md).
+RewardKind = Literal["step", "cascaded", "step-replay", "cascaded-replay"]
 
 CREDIT: Mapping[str, float] = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0}
 # The Critic's words for the check verdicts they claim.
@@ -60,7 +62,30 @@ def critic_reward(d: float, h: float, kind: CriticReward) -> float:
     return d + h
 
 
-def cascaded_reward(format_ok: bool, scored: Step) -> float:
+def replay_score(step: Step) -> float | None:
+    """Share of the recorded GUI tests that passed when replayed on the step's site; None when none ran.
+
+    A flaky replay counts as not passed; an unmatched one (a locator that found nothing: a
+    redesign) is left out, as it says nothing about the function.
+    """
+    replay = step.get("replay")
+    if not replay:
+        return None
+    judged = replay["passed"] + replay["failed"] + replay["flaky"]
+    return replay["passed"] / judged if judged else None
+
+
+def replay_function(step: Step, gui_score: float) -> float:
+    """The function term (0-5) grounded in execution: 5 x the replay score, capped by the GUI grade
+    when a GUI test ran; ``gui_score`` when no recorded test was replayed."""
+    score = replay_score(step)
+    if score is None:
+        return gui_score
+    grounded = FUNCTION_SCALE * score
+    return grounded if step.get("gui_passed") is None else min(gui_score, grounded)
+
+
+def cascaded_reward(format_ok: bool, scored: Step, *, replay: bool = False) -> float:
     """WebGen-R1-style gated reward of a reply (``scored``: the step whose page it is credited with).
 
     structure failed (badly formatted reply, scaffold check) -> 0; execution failed ->
@@ -77,6 +102,8 @@ def cascaded_reward(format_ok: bool, scored: Step) -> float:
     appearance = APPEARANCE_WEIGHT * float(scored.get("screenshot_score", 0))
     if scored.get("checks"):
         function = FUNCTION_SCALE * float(scored.get("check_score", 0.0))
+    elif replay:
+        function = replay_function(scored, float(scored.get("gui_score", 0)))
     else:
         function = float(scored.get("gui_score", 0))
     return STRUCTURE_CREDIT + appearance + function

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from webgen_agent.checkpoints.credit import CriticReward, RewardKind
+from webgen_agent.checkpoints.credit import CriticReward, RewardKind, replay_score
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export_webloop import webloop_records
 from webgen_agent.checkpoints.flat_groups import flat_groups
@@ -302,6 +302,7 @@ def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "s
     for trajectory in trajectories:
         steps = trajectory.steps
         entries = [trajectory.entry(s) for s in steps]
+        by_index = {s["index"]: s for s in steps}
         chosen = trajectory.chosen_step
         yield RewardsRecord(
             group_id=trajectory.group_id,
@@ -313,6 +314,7 @@ def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "s
             rewards=[trajectory.reward(s, kind) for s in steps],
             screenshot_scores=[e.screenshot_score if e is not None else 0 for e in entries],
             gui_scores=[e.gui_score if e is not None else 0 for e in entries],
+            replay_scores=[replay_score(by_index[e.scored_step]) if e is not None else None for e in entries],
             format_ok=[bool(s["format_ok"]) for s in steps],
             pool_rewards=[trajectory.entry_reward(e, kind) for e in trajectory.pool],
             pool_steps=[list(e.steps) for e in trajectory.pool],

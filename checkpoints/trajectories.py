@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from webgen_agent.checkpoints.credit import RewardKind, cascaded_reward
+from webgen_agent.checkpoints.credit import RewardKind, cascaded_reward, replay_function
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.rewards import PoolEntry, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
@@ -73,7 +73,11 @@ class Trajectory:
         if kind == "step":
             return entry.reward
         scored = next(s for s in self.steps if s["index"] == entry.scored_step)
-        return cascaded_reward(entry.format_ok, scored)
+        if kind == "step-replay":
+            if not entry.format_ok:
+                return entry.reward
+            return float(entry.screenshot_score) + replay_function(scored, float(entry.gui_score))
+        return cascaded_reward(entry.format_ok, scored, replay=kind == "cascaded-replay")
 
     @property
     def chosen_step(self) -> int | None:

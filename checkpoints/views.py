@@ -133,6 +133,11 @@ class RewardsRecord(BaseModel):
     rewards: list[float] = Field(description="Reward credited to each step: its pool entry's (same order).")
     screenshot_scores: list[int] = Field(description="Screenshot grade of each step's pool entry.")
     gui_scores: list[int] = Field(description="GUI-test grade of each step's pool entry.")
+    replay_scores: list[float | None] = Field(
+        default_factory=list,
+        description="Share of recorded GUI tests that passed when replayed on each step's pool entry's page "
+        "(None: none replayed).",
+    )
     format_ok: list[bool] = Field(description="Whether each reply followed the edit format.")
     pool_rewards: list[float] = Field(
         description="The trajectory's reward pool (the R Step-GRPO normalises): one reward per entry."

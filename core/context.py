@@ -254,6 +254,11 @@ class AgentContext(BaseModel):
         description="Check each requirement with the GUI agent after every judged page; None = on "
         "for webloop and single, off for webgen-agent.",
     )
+    replay_tests: bool | None = Field(
+        default=None,
+        description="Record passing GUI tests as Playwright tests and replay them after each later edit; "
+        "None = the profile's rule (default: on, upstream: off).",
+    )
     scaffold: str = Field(default="", description="Project scaffold the workspace starts from (empty: none).")
     max_pages: int = Field(default=4, ge=1, description="Pages captured per step, the landing page included.")
     review: list[ReviewPoint] = Field(

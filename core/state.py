@@ -64,6 +64,28 @@ class SampledTurn(TypedDict):
     logprobs: str | None  # JSON list of its token logprobs; None when the endpoint returned none
 
 
+class ReplayTestRef(TypedDict):
+    """A recorded GUI test (tools/replay); the test itself is in the store under ``hash``."""
+
+    name: str
+    hash: str
+    step: int  # the code-edit step whose GUI test it was recorded from
+    covers_all: bool  # recorded from a full pass: green, it covers the whole test instruction
+    score: int  # the GUI grade of the run it was recorded from
+
+
+class ReplaySummary(TypedDict):
+    """The recorded tests replayed on a step's site, with no model call (default profile)."""
+
+    verdicts: str  # blob hash of the JSON list of verdicts (each failure's screenshot a blob hash)
+    passed: int
+    failed: int  # regressions: an action or assertion failed where its element was found
+    flaky: int  # failed, then passed on the retry: never counted as a pass
+    unmatched: int  # a locator matched nothing (a redesign, or a function removed): the GUI agent re-checks
+    seconds: float
+    regressions: list[str]  # each failure as the coder reads it
+
+
 class Step(TypedDict):
     """One coder output (Generator or Refiner) and what followed it.
 
@@ -125,6 +147,7 @@ class Step(TypedDict):
     # node (or node/call) -> its model turn as sampled, kept when the role's settings ask for logprobs
     # (the screenshot judge, the GUI verdict; the Critic keeps its own in critic_*)
     sampled: NotRequired[dict[str, SampledTurn]]
+    replay: NotRequired[ReplaySummary]  # the recorded GUI tests replayed on this step's site
 
 
 class StepUpdate(TypedDict, total=False):
@@ -179,6 +202,7 @@ class StepUpdate(TypedDict, total=False):
     endpoint: dict[str, dict[str, Any]]
     token_ids: str | None
     sampled: dict[str, SampledTurn]
+    replay: ReplaySummary
 
 
 class Event(TypedDict, total=False):
@@ -306,6 +330,7 @@ class AgentState(TypedDict, total=False):
     # best good step (WebGen-Agent's restart flag is never reset); past the limit the run ends.
     restarts: int
     requirements: list[RequirementCheck] | None  # the instruction's requirement list (checks, execution-free critic)
+    replay_tests: list[ReplayTestRef]  # GUI tests recorded so far, replayed after each edit (replaced as a whole)
 
 
 class NodeUpdate(TypedDict, total=False):
@@ -335,3 +360,4 @@ class NodeUpdate(TypedDict, total=False):
     profile: Profile
     restarts: int
     requirements: list[RequirementCheck] | None
+    replay_tests: list[ReplayTestRef]

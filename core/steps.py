@@ -29,6 +29,9 @@ class StepView(BaseModel):
     errored: bool = False
     judge_error: str = Field(default="", description="Why the screenshot judge gave no usable answer (grade 0).")
     format_ok: bool = True
+    replay: str = Field(
+        default="", description="The recorded GUI tests replayed on the step's site, e.g. '2 passed, 1 failed'."
+    )
     execution_ok: bool | None = Field(default=None, description="None when the step did not run the project.")
     execution_stage: str | None = None
     execution_error: str | None = Field(default=None, description="Why running the project failed.")
@@ -68,6 +71,7 @@ def step_facts(step: Step) -> dict[str, Any]:
         "errored": step["errored"],
         "judge_error": step.get("judge_error", ""),
         "format_ok": step["format_ok"],
+        "replay": replay_text(step),
         "execution_ok": execution["ok"] if execution else None,
         "execution_stage": execution["stage"] if execution else None,
         "execution_error": (execution["error"] or None) if execution and not execution["ok"] else None,
@@ -76,3 +80,13 @@ def step_facts(step: Step) -> dict[str, Any]:
         "cost": dict(step.get("cost") or {}),
         "cost_usd": step_cost(step),
     }
+
+
+def replay_text(step: Step) -> str:
+    """The step's replay counts in words ('' when no recorded test was replayed)."""
+    replay = step.get("replay")
+    if not replay:
+        return ""
+    counts = [(replay["passed"], "passed"), (replay["failed"], "failed"), (replay["flaky"], "flaky")]
+    counts.append((replay["unmatched"], "unmatched"))
+    return ", ".join(f"{n} {word}" for n, word in counts if n)

@@ -34,6 +34,7 @@ from webgen_agent.nodes.resources import Resources, bound_resources, use_resourc
 from webgen_agent.tools.browser import browser_unconfined_warning
 from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.netns import shared_network_warning
+from webgen_agent.tools.replay.views import RecordedTest
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -331,6 +332,16 @@ async def run_history(
     async with open_checkpointer(db_path, record_runs=False) as saver:
         history = await snapshots(compile_graph(saver), run_id)
     return history_rows(history), events(history)
+
+
+async def recorded_tests(run_id: str, *, db_path: str | Path | Database = DEFAULT_DB) -> list[RecordedTest]:
+    """The GUI tests the run recorded (tools/replay), as its final state lists them."""
+    from webgen_agent.checkpoints.history import final_state
+    from webgen_agent.checkpoints.store import BlobStore
+
+    refs = (await final_state(db_path, run_id)).get("replay_tests") or []
+    blobs = BlobStore(db_path)
+    return [RecordedTest.model_validate(await blobs.aget_json(ref["hash"])) for ref in refs]
 
 
 async def fork_run(

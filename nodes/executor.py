@@ -30,6 +30,7 @@ from webgen_agent.nodes.common import (
     workspace_dir,
 )
 from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pages_error
+from webgen_agent.nodes.replay import replay_on, replay_recorded
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import review_commands, review_on
 from webgen_agent.tools.bolt import FileAction, parse_reply
@@ -344,6 +345,10 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRes
         patch["structure_ok"] = True
     if result.url and (result.ok or rules.grade_every_capture):
         await capture_site(patch, result, edit, site, context)
+    if replay_on(context) and execution["ok"] and result.url:
+        # Every GUI test recorded so far, against the kept dev server: regressions show at this step.
+        if (replay := await replay_recorded(state, context, result.url)) is not None:
+            patch["replay"] = replay
     errored = not execution["ok"]
     update: Update = {"files": edit.files, "edit_step": step["index"], "steps": [patch], "events": edit.events}
     if rules.error_words_in_logs:

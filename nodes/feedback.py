@@ -39,7 +39,14 @@ def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
             f"{target.get('description', '')}\nSuggestions:\n{prompts.bullet_list(target.get('suggestions') or [])}"
         )
         focus = "Improve the appearance following the screenshot suggestions."
-    if target["gui_passed"] is not None:
+    replay = target.get("replay")
+    if replay and replay["regressions"]:
+        sections.append(
+            "Regressions: recorded tests of functions that worked at an earlier step fail now:\n"
+            + prompts.bullet_list(replay["regressions"])
+        )
+        focus = "Fix the regressions first: functions that worked before are broken now."
+    if target["gui_passed"] is not None and not (replay and replay["regressions"] and target.get("gui_run") is None):
         verdict = "passed" if target["gui_passed"] else "failed"
         sections.append(
             f"GUI test {verdict}, graded {target.get('gui_score', 0)}/5. Suggestions:\n"

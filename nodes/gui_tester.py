@@ -36,6 +36,7 @@ from webgen_agent.nodes.gui_testing import (
     write_test_instruction,
 )
 from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.nodes.replay import REGRESSION_SCORE, GuiPlan, covered_score, gui_plan, record_passing, replay_on
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
@@ -80,6 +81,15 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     served_before = written.served_before if written is not None else None
     # Restarts a server that died since the edit step; a kept one serves the written files first.
     served = await site.ensure_running(changed, served_before=served_before)
+    # The recorded tests' replay on this edit is the verdict (no agent, no model) unless the files
+    # differ from those the replay ran on (a control reply's written since, in rollouts).
+    replayed_files = written is None or written.files == target.get("files")
+    plan = gui_plan(target, state.get("replay_tests") or []) if replay_on(context) and replayed_files else "agent"
+    if plan != "agent":
+        if state.get("run_id"):
+            await resources.drop_gui_session(state["run_id"])
+        replayed = replayed_update(state, step, target, plan, usage)
+        return NodeResult({**update, **replayed.update}, replayed.message)
     if not served.ok or not served.url:
         run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
     else:
@@ -135,6 +145,12 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
     else:
         passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
+    if replay_on(context) and answer.value is not None and served.ok and served.url:
+        refs = await record_passing(
+            state, context, served.url, run, target=target, instruction=instruction, passed=passed, score=score
+        )
+        if refs is not None:
+            update["replay_tests"] = refs
     results: StepUpdate = {
         "index": target["index"],
         "gui_score": score,
@@ -183,6 +199,8 @@ async def write_control_files(
     never writes them. None when there is nothing to write.
     """
     step = current_step(state)
+    if step["action"] == "edit":  # an edit's own files: the executor wrote and recorded them
+        return None
     blobs = get_resources().store
     reply = await blobs.aget_text(step["completion"])
     files = parse_reply(reply, environment_rules(context.profile, context.environment).replies).files
@@ -206,6 +224,26 @@ async def write_control_files(
         "problems": [*step["problems"], *(f"{path}: {why}" for path, why in applied.refused.items())],
     }
     return ControlFiles(files=snapshot, patch=patch, paths=paths, served_before=served_before)
+
+
+def replayed_update(state: AgentState, step: Step, target: Step, plan: GuiPlan, usage: Usage) -> NodeResult:
+    """The GUI test's record when the recorded tests' replay decided it: a regression fails it with
+    the replay's concrete failures; full coverage passes it with the grade the tests were recorded at."""
+    replay = target.get("replay")
+    regressions = list(replay["regressions"]) if replay else []
+    regression = plan == "regression"
+    found: StepUpdate = {
+        "index": target["index"],
+        "gui_score": REGRESSION_SCORE if regression else covered_score(state.get("replay_tests") or []),
+        "gui_passed": not regression,
+        "gui_suggestions": regressions,
+        "gui_run": None,
+    }
+    own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
+    if step["index"] != target["index"]:
+        own.update({**found, "index": step["index"], "screenshot_score": target["screenshot_score"]})
+    verdict = f"{len(regressions)} recorded test(s) regressed" if regression else "recorded tests passed"
+    return NodeResult({"steps": [found, own]}, f"GUI {'failed' if regression else 'passed'} (replay: {verdict})")
 
 
 def _run_record(instruction: str, run: GuiRun) -> str:

@@ -11,6 +11,8 @@ from webgen_agent.checkpoints.credit import (
     critic_reward,
     discriminability,
     helpfulness,
+    replay_function,
+    replay_score,
 )
 
 
@@ -57,3 +59,23 @@ def test_cascaded_reward_gates_stage_by_stage():
     gui_only = _edit(execution={"ok": True}, screenshot_score=3, gui_score=2)
     assert cascaded_reward(True, gui_only) == pytest.approx(0.1 + 3 + 2)
     assert cascaded_reward(False, checked) == 0.0  # a badly formatted reply credited with a good page
+
+
+def _replayed(passed: int, failed: int = 0, flaky: int = 0, unmatched: int = 0) -> dict:
+    counts = {"passed": passed, "failed": failed, "flaky": flaky, "unmatched": unmatched}
+    return {**counts, "verdicts": "v", "seconds": 1.0, "regressions": []}
+
+
+def test_the_replay_term_counts_flaky_as_not_passed_and_leaves_redesigns_out():
+    assert replay_score(_edit()) is None
+    assert replay_score(_edit(replay=_replayed(3, flaky=1, unmatched=5))) == pytest.approx(0.75)
+    assert replay_score(_edit(replay=_replayed(0, unmatched=1))) is None
+    # No GUI test on the step: 5 x the share; a GUI test ran: capped by its grade; no replay: the grade.
+    assert replay_function(_edit(gui_passed=None, replay=_replayed(1, failed=1)), 0) == pytest.approx(2.5)
+    assert replay_function(_edit(gui_passed=False, replay=_replayed(1)), 2) == 2
+    assert replay_function(_edit(gui_passed=True), 4) == 4
+    page = _edit(
+        execution={"ok": True}, screenshot_score=3, gui_score=0, gui_passed=None, replay=_replayed(1, failed=1)
+    )
+    assert cascaded_reward(True, page) == pytest.approx(0.1 + 3)
+    assert cascaded_reward(True, page, replay=True) == pytest.approx(0.1 + 3 + 2.5)

@@ -7,6 +7,11 @@ unpacked and, when it holds a built site, served and loaded in the shared Chromi
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shutil
+import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -96,9 +101,53 @@ async def test_built_vite_app_zip_renders_in_chromium(
 def test_sources_zip_is_the_chosen_step_without_node_modules(vite_ship: dict[str, Any]) -> None:
     files = zip_files(vite_ship["out"] / "sources.zip")
     site = site_files(Path(vite_ship["run"].site_dir))  # finalize wrote the chosen step here
-    assert files == site
+    recorded = {"tests/e2e/step-3.spec.js", "playwright.config.js", "README.md"}  # the run's recorded GUI test
+    assert recorded <= set(files) and {k: v for k, v in files.items() if k not in recorded} == site
     assert {"package.json", "index.html", "src/App.jsx", "vite.config.js"} <= set(files)
     assert not any("node_modules" in name or name.endswith(".log") or ".webgen" in name for name in files)
+
+
+async def test_shipped_e2e_tests_pass_with_npx_playwright_against_the_shipped_site(
+    vite_ship: dict[str, Any],
+    playwright_test_dir: Path | str,
+    chromium_path: str,
+    deps_cache_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """The recorded GUI test ships as a @playwright/test spec that passes against the shipped sources."""
+    files = zip_files(vite_ship["out"] / "sources.zip")
+    assert b'getByRole("button", { name: "Add item", exact: true }).click()' in files["tests/e2e/step-3.spec.js"]
+    assert b"npx playwright test" in files["README.md"]
+    if isinstance(playwright_test_dir, str):
+        pytest.skip(f"npm could not install @playwright/test here (docs/replay.md): {playwright_test_dir}")
+    # Unpacked below the shared @playwright/test install: the specs' imports resolve to it, as they
+    # would to the project's own after `npm install -D @playwright/test`.
+    project = unzip(vite_ship["out"] / "sources.zip", Path(tempfile.mkdtemp(dir=playwright_test_dir)))
+    runner = SiteRunner(project, log_dir=tmp_path / "logs", deps_cache_dir=deps_cache_dir)
+    try:
+        started = await runner.ensure_running()
+        assert started.ok and started.url, started.error
+        env = {
+            **os.environ,
+            "BASE_URL": started.url,
+            "CHROMIUM_PATH": chromium_path,
+        }
+        cli = str(playwright_test_dir / "node_modules" / ".bin" / "playwright")
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [cli, "test", "--reporter=line"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        await runner.stop()
+        shutil.rmtree(project, ignore_errors=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
 
 
 async def test_step_option_picks_that_step(vite_ship: dict[str, Any]) -> None:

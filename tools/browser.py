@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 
@@ -385,6 +386,26 @@ class SharedBrowser:
         context, _ = spare.result()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(context.close(), 5)
+
+    @contextlib.asynccontextmanager
+    async def confined_page(
+        self, url: str, *, viewport: tuple[int, int] = (1280, 800), offline: bool = False
+    ) -> AsyncIterator[Page]:
+        """A fresh page (a new context) under a capture's network policy for ``url``'s site, not yet
+        loaded; closed with its context on exit. For replaying recorded tests (``tools/replay``)."""
+        if self._capture_slots is None:
+            self._capture_slots = asyncio.Semaphore(self.max_captures)
+        async with self._capture_slots:
+            await self.start()
+            context, page = await self._fresh_page(viewport)
+            try:
+                self._page_proxies[context].policy = PagePolicy(site=site_of(url), offline=offline)
+                await confine_to_origin(context, page, url, offline=offline)
+                yield page
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(context.close(), 5)
+                self._prepare_spare(viewport)
 
     async def _capture(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None

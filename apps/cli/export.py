@@ -142,7 +142,7 @@ def rollout(
             critic=critic,
             gui_max_actions=gui_max_actions,
             profile=profile,
-            requirement_checks=True if reward == "cascaded" else None,
+            requirement_checks=True if reward.startswith("cascaded") else None,
             **loop_overrides(loop, critique_rounds, rollout_shared_policy(loop, shared_policy), scaffold, max_pages),
         ),
         max_steps=max_steps,
@@ -226,7 +226,11 @@ def export(
         bool, typer.Option(help="Also read failed, interrupted and budget-stopped runs.")
     ] = False,
     reward: Annotated[
-        RewardKind, typer.Option(help="step-grpo and rewards: step (WebGen-Agent) or cascaded (WebGen-R1).")
+        RewardKind,
+        typer.Option(
+            help="step-grpo and rewards: step (WebGen-Agent) or cascaded (WebGen-R1); "
+            "-replay: the function term from the recorded GUI tests' replays."
+        ),
     ] = "step",
     critic_reward: Annotated[
         CriticReward, typer.Option(help="webloop: the Critic's reward, d (discriminability), h (helpfulness) or dh.")

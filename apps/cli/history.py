@@ -43,7 +43,7 @@ def history(
     from webgen_agent.checkpoints.outputs import event_line
     from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.costs import add_costs, usd_text
-    from webgen_agent.graph.api import run_history
+    from webgen_agent.graph.api import recorded_tests, run_history
 
     database = existing_db(db)
     record = recorded_run(database, run_id)
@@ -62,6 +62,7 @@ def history(
         "parent",
         "screenshot",
         "gui",
+        "replay",
         "errored",
         "checkpoint",
         "seconds",
@@ -77,6 +78,7 @@ def history(
             "-" if row.parent is None else str(row.parent),
             f"{row.screenshot_score}/5",
             f"{row.gui_score}/5" + (" pass" if row.gui_passed else ""),
+            row.replay,
             "yes" if row.errored else "",
             row.checkpoint_id,
             f"{row.wall_seconds:.1f}",
@@ -92,6 +94,12 @@ def history(
         console.print(f"spent: {sum(row.total_tokens for row in rows):,} tokens, {usd_text(total)}")
     for event in events:
         console.print(event_line(event))
+    for test in run_async(recorded_tests(run_id, db_path=database)):
+        console.print(
+            f"recorded test {test.name}: from step {test.recorded_at_step}, {test.actions} actions, "
+            f"{test.assertions} assertions" + ("" if test.covers_all else " (covers part of the GUI test)"),
+            soft_wrap=True,
+        )
     forks = [r for r in RunIndex(database).list() if r.parent_run == run_id]
     for fork in forks:
         console.print(f"fork: {fork.run_id} from step {fork.fork_step} ({fork.status})")

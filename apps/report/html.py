@@ -120,6 +120,7 @@ def render_report(report: RunReport) -> str:
         _events(report),
         "<h2>Steps</h2>",
         *(_step(step, report) for step in report.steps),
+        _recorded_tests(report),
     ]
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -533,6 +534,26 @@ def _screenshot_grade(step: StepReport) -> str:
         parts.append(_list(step.suggestions))
     if step.checks:
         parts.append("<p><b>Requirement checks</b></p>" + _list(step.checks))
+    if step.replays:
+        lines = [f"{r.test}: {r.status}" + (f" {r.detail}" if r.detail else "") for r in step.replays]
+        parts.append("<p><b>Recorded GUI tests replayed</b> (no model call)</p>" + _list(lines))
+        shots = [_figure(r.screenshot, f"{r.test} when it failed", "screenshot") for r in step.replays if r.screenshot]
+        if shots:
+            parts.append(f'<div class="shots">{"".join(shots)}</div>')
+    return "".join(parts)
+
+
+def _recorded_tests(report: RunReport) -> str:
+    """The GUI tests the run recorded, as the Playwright specs ``ship`` writes."""
+    if not report.recorded_tests:
+        return ""
+    parts = ["<h2>Recorded GUI tests</h2>"]
+    for test in report.recorded_tests:
+        scope = "the whole GUI test" if test.covers_all else "part of the GUI test"
+        parts.append(
+            f"<p><b>{_e(test.name)}</b>: recorded at step {test.recorded_at_step}, covers {scope}</p>"
+            f'<pre class="code">{_e(test.spec)}</pre>'
+        )
     return "".join(parts)
 
 

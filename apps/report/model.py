@@ -23,6 +23,8 @@ from webgen_agent.core.costs import add_costs
 from webgen_agent.core.state import Step
 from webgen_agent.core.steps import StepView
 from webgen_agent.tools.gui_agent import GuiAction
+from webgen_agent.tools.replay.spec import spec_js
+from webgen_agent.tools.replay.views import RecordedTest
 
 REPORT_NAME = "report.html"
 
@@ -74,6 +76,24 @@ class FileChange(BaseModel):
     bytes_after: int = 0
 
 
+class ReplayLine(BaseModel):
+    """One recorded test replayed on a step's site."""
+
+    test: str
+    status: str
+    detail: str = Field(default="", description="Where and how it failed.")
+    screenshot: bytes | None = Field(default=None, description="The page when it failed.")
+
+
+class RecordedSpec(BaseModel):
+    """A GUI test the run recorded, as the Playwright spec ``ship`` writes."""
+
+    name: str
+    recorded_at_step: int
+    covers_all: bool
+    spec: str
+
+
 class StepReport(StepView):
     """A step as the HTML report shows it: the shared step view plus what the report draws."""
 
@@ -99,6 +119,7 @@ class StepReport(StepView):
     gui: GuiTest | None = None
     feedback: str | None = Field(default=None, description="The critic's message for the next Refiner turn.")
     nodes: list[NodeCost] = Field(default_factory=list)
+    replays: list[ReplayLine] = Field(default_factory=list, description="The recorded GUI tests replayed on the step.")
 
 
 class RelatedRun(BaseModel):
@@ -132,6 +153,7 @@ class RunReport(BaseModel):
     totals: Totals
     parent: RelatedRun | None = None
     forks: list[RelatedRun] = Field(default_factory=list)
+    recorded_tests: list[RecordedSpec] = Field(default_factory=list)
 
 
 def default_report_path(record: RunRecord | None, run_id: str) -> Path:
@@ -178,7 +200,30 @@ def build_report(
         totals=totals(steps),
         parent=_parent(record, all_runs),
         forks=[_related(r) for r in all_runs if r.parent_run == run_id],
+        recorded_tests=recorded_specs(state, store),
     )
+
+
+def recorded_specs(state: dict[str, Any], store: BlobStore) -> list[RecordedSpec]:
+    specs = []
+    for ref in state.get("replay_tests") or []:
+        test = RecordedTest.model_validate(_json_blob(store, ref["hash"]) or {})
+        specs.append(
+            RecordedSpec(
+                name=test.name, recorded_at_step=test.recorded_at_step, covers_all=test.covers_all, spec=spec_js(test)
+            )
+        )
+    return specs
+
+
+def replay_lines(step: Step, store: BlobStore) -> list[ReplayLine]:
+    replay = step.get("replay")
+    lines = []
+    for record in (_json_blob(store, replay["verdicts"]) or []) if replay else []:
+        detail = f"at {record['failed_action']}: {record['error']}" if record.get("failed_action") else ""
+        shot = _bytes_blob(store, record.get("screenshot"))
+        lines.append(ReplayLine(test=record["test"], status=record["status"], detail=detail, screenshot=shot))
+    return lines
 
 
 def _status(state: dict[str, Any], record: RunRecord | None) -> str:
@@ -232,6 +277,7 @@ def step_report(
         visible_error=step.get("visible_error", ""),
         gui_error=step.get("gui_error", ""),
         page_errors=[*page.get("page_errors", []), *page.get("console_errors", [])],
+        replays=replay_lines(step, store),
         screenshot=_bytes_blob(store, step.get("screenshot")),
         other_pages=[
             (p["path"], store.get(p["screenshot"]))

@@ -45,4 +45,5 @@ RULES = ProfileRules(
     gui_actions_per_step=3,  # browser-use's own: several actions per answer, one screenshot
     gui_screenshots_kept=1,
     loop_governor=True,
+    replay_tests=True,
 )

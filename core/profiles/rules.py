@@ -116,6 +116,10 @@ class ProfileRules:
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
     loop_governor: bool
+    # A passing GUI test is recorded as a Playwright test and replayed (no model) after each later
+    # edit that renders; the GUI agent runs only for what the recorded tests do not cover (else it
+    # runs on every GUI test, as upstream re-runs its agent).
+    replay_tests: bool
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:
         """The observation rules of ``name`` (a run's ``environment``)."""

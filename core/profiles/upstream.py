@@ -65,4 +65,5 @@ RULES = ProfileRules(
     gui_actions_per_step=1,  # WebVoyager: one action per iteration, the last 3 screenshots kept
     gui_screenshots_kept=3,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
+    replay_tests=False,
 )

@@ -26,6 +26,7 @@ from webgen_agent.tools.gui_agent.patches import (
 from webgen_agent.tools.gui_agent.views import (
     MAX_ACTIONS_PER_STEP,
     Answer,
+    ElementLocator,
     GuiAction,
     GuiAgentSettings,
     GuiFrame,
@@ -44,6 +45,7 @@ __all__ = [
     "BROWSER_USE_ENV",
     "BROWSER_USE_MODULES",
     "CLICK_DOWNLOAD_WAIT_S",
+    "ElementLocator",
     "MAX_ACTIONS_PER_STEP",
     "PINNED_BROWSER_USE",
     "GuiAction",

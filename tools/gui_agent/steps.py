@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from webgen_agent.tools.gui_agent.views import GuiAction, GuiFrame, StoppedReason
+from webgen_agent.tools.gui_agent.views import ElementLocator, GuiAction, GuiFrame, StoppedReason
 
 if TYPE_CHECKING:
     from browser_use import Agent
@@ -155,6 +155,59 @@ def element_label(element: DOMInteractedElement | None) -> str | None:
     return kind
 
 
+# ARIA's implicit roles of the tags a site test acts on (an explicit role attribute wins). Password
+# inputs have none: they are found by label or placeholder.
+_INPUT_ROLES = {
+    **dict.fromkeys(("", "text", "email", "tel", "url"), "textbox"),
+    **dict.fromkeys(("button", "submit", "reset", "image"), "button"),
+    "checkbox": "checkbox",
+    "radio": "radio",
+    "number": "spinbutton",
+    "search": "searchbox",
+    "range": "slider",
+}
+_TAG_ROLES = {"button": "button", "textarea": "textbox", "li": "listitem", "option": "option", "img": "img"}
+_TEXT_ENTRY = {"input", "textarea", "select"}
+
+
+def implicit_role(tag: str, attributes: dict[str, str]) -> str | None:
+    """The element's ARIA role: its role attribute, else the one its tag implies (None if none we use)."""
+    if attributes.get("role", "").strip():
+        return attributes["role"].split()[0]
+    if tag == "input":
+        return _INPUT_ROLES.get(attributes.get("type", "").lower())
+    if tag == "a":
+        return "link" if "href" in attributes else None
+    if tag == "select":
+        return "listbox" if "multiple" in attributes else "combobox"
+    if len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
+        return "heading"
+    return _TAG_ROLES.get(tag)
+
+
+def element_locator(element: DOMInteractedElement | None) -> ElementLocator | None:
+    """What identifies the element for a replayed test: role and name, test id, label, placeholder, text."""
+    if element is None:
+        return None
+    attributes = element.attributes or {}
+    tag = element.node_name.lower()
+    name = " ".join((element.ax_name or "").split()) or None
+
+    def attribute(key: str) -> str | None:
+        return " ".join(attributes.get(key, "").split()) or None
+
+    return ElementLocator(
+        tag=tag,
+        role=implicit_role(tag, attributes),
+        name=name,
+        test_id=attribute("data-testid"),
+        label=attribute("aria-label"),
+        placeholder=attribute("placeholder"),
+        text=name if tag not in _TEXT_ENTRY and name and len(name) <= _TARGET_LIMIT else None,
+        element_id=attribute("id"),
+    )
+
+
 def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
     actions: list[GuiAction] = []
     errors: list[str] = []
@@ -181,6 +234,7 @@ def collect_history(agent: Agent) -> tuple[list[GuiAction], list[str], int]:
                     name=name,
                     params=params,
                     target=element_label(elements[position] if position < len(elements) else None),
+                    locator=element_locator(elements[position] if position < len(elements) else None),
                     result=short(result.extracted_content or result.long_term_memory),
                     error=short(result.error),
                 )

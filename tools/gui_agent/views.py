@@ -75,6 +75,22 @@ class GuiAgentSettings(BaseModel):
         return int(max(15, min(120, self.timeout_s)))
 
 
+class ElementLocator(BaseModel):
+    """What identifies the element an action targeted, read off the DOM (never browser-use's index).
+
+    A replayable test picks a Playwright locator from these (``tools/replay``).
+    """
+
+    tag: str = Field(description="Lower-case tag name, e.g. button, input, a.")
+    role: str | None = Field(default=None, description="ARIA role: the role attribute, else the tag's implicit role.")
+    name: str | None = Field(default=None, description="Accessible name (the text a screen reader announces).")
+    test_id: str | None = Field(default=None, description="data-testid attribute.")
+    label: str | None = Field(default=None, description="aria-label attribute.")
+    placeholder: str | None = None
+    text: str | None = Field(default=None, description="The element's own visible text, when short.")
+    element_id: str | None = Field(default=None, description="id attribute.")
+
+
 class GuiAction(BaseModel):
     """One browser action the agent took."""
 
@@ -87,6 +103,7 @@ class GuiAction(BaseModel):
     )
     result: str | None = Field(default=None, description="Short result text the agent saw.")
     error: str | None = Field(default=None, description="Short error text, when the action failed.")
+    locator: ElementLocator | None = Field(default=None, description="The element acted on, for a replayable test.")
 
 
 class GuiFrame(BaseModel):
