@@ -353,6 +353,9 @@ def webloop_file(path: Path) -> Path:
                     critic_verdicts=["met", "met"] if text == PRAISE else ["unmet", "unmet"],
                     critic_model="coder",
                     format_ok=True,
+                    has_logprobs=False,
+                    logprobs=[],
+                    completion_logprobs=None,
                 )
             )
     path.write_text("".join(r.model_dump_json() + "\n" for r in records))
