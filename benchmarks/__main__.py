@@ -33,6 +33,7 @@ SUITE = (
     "scale",
     "server_threads",
     "replay",
+    "loop_governor",
 )
 
 
