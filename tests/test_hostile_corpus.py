@@ -116,8 +116,15 @@ async def replay(
     before = _escapes()
     started = time.monotonic()
     with ScriptedServer(scenario, port=port) as server:
+        # Every case is played in turn: no backtracking, and no loop governor stopping a run whose
+        # scores never improve (they are hostile replies, not attempts at the site).
         run_context = scripted_context(
-            server.base_url, max_steps=len(cases) + 1, allow_shell=True, backtrack=False, **context
+            server.base_url,
+            max_steps=len(cases) + 1,
+            allow_shell=True,
+            backtrack=False,
+            stall_steps=0,
+            **context,
         )
         result = await asyncio.wait_for(
             run_requirement(
