@@ -80,7 +80,19 @@ def cli_env(chromium: str = "", **extra: str) -> dict[str, str]:
 
 
 def rollout_args(tmp_path: Path, base_url: str, *extra: str) -> list[str]:
-    base = [CLI, "rollout", "--data", str(RECORDS), "--base-url", base_url, "--coder-model", "c"]
+    # The rollout scenario scripts the default profile's judge (as docs/exports.md runs it).
+    base = [
+        CLI,
+        "rollout",
+        "--data",
+        str(RECORDS),
+        "--profile",
+        "default",
+        "--base-url",
+        base_url,
+        "--coder-model",
+        "c",
+    ]
     return base + ["--vlm-model", "v", "--feedback-model", "f", "--db", str(tmp_path / "x.db"), *extra]
 
 
@@ -166,6 +178,8 @@ def test_rollout_on_ray_survives_a_killed_actor(tmp_path, postgres_cluster, chro
         "2",
         "--cpus-per-run",
         "0.5",
+        "--profile",
+        "default",  # the rollout scenario scripts the default profile's judge
     ]
     with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
         command += [
