@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
+from langgraph.checkpoint.base import empty_checkpoint
 from websockets.asyncio.client import ClientConnection
 
 from webgen_agent.checkpoints.database import Database
@@ -181,3 +182,25 @@ class CdpClient:
                 self.received.append(json.loads(await asyncio.wait_for(self.connection.recv(), left)))
             except TimeoutError:
                 return
+
+
+def checkpoint_of(values: dict[str, Any]) -> dict[str, Any]:
+    """A LangGraph checkpoint whose channels hold ``values`` (each at version 1)."""
+    checkpoint = dict(empty_checkpoint())
+    checkpoint["channel_values"] = values
+    checkpoint["channel_versions"] = {key: 1 for key in values}
+    return checkpoint
+
+
+async def save_finished_run(saver: Any, runs: Any, values: dict[str, Any], *, steps: int = 2) -> None:
+    """Record a hand-built run state as a finished run: its checkpoint in ``saver`` (a checkpointer
+    of checkpoints.saver) and its row in ``runs`` (a RunIndex), as export and train read them."""
+    from webgen_agent.checkpoints.runs import RunRecord
+
+    run_id = values["run_id"]
+    config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    await saver.aput(config, checkpoint_of(values), {"source": "loop", "step": 2, "parents": {}}, {})
+    runs.start(
+        RunRecord(run_id=run_id, group_id=values["group_id"], requirement=values["requirement"], out_dir="/dev/null")
+    )
+    runs.update(run_id, status="finished", steps=steps)

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
+from tests.helpers import save_finished_run
 from webgen_agent.apps.cli.main import app
 from webgen_agent.checkpoints.flat_groups import flat_groups
-from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import load_trajectories
@@ -73,13 +73,7 @@ async def write_runs(db: Path) -> None:
                     "steps": [step(store, i, score, failed) for i, score in enumerate(scores)],
                     "status": "finished",
                 }
-                checkpoint = empty_checkpoint()
-                checkpoint["channel_values"] = values
-                checkpoint["channel_versions"] = {name: 1 for name in values}
-                config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
-                await saver.aput(config, checkpoint, {"source": "loop", "step": 2, "parents": {}}, {})  # type: ignore[arg-type]
-                runs.start(RunRecord(run_id=run_id, group_id=group, requirement="A", out_dir="/dev/null"))
-                runs.update(run_id, status="finished", steps=2)
+                await save_finished_run(saver, runs, values)
     store.close()
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.checkpoint.base import empty_checkpoint
 
+from tests.helpers import checkpoint_of
 from tests.test_storage_core import coder_step
 from webgen_agent.checkpoints.requirements import requirement_items
 from webgen_agent.checkpoints.saver import ContentAddressedSerde
@@ -88,13 +88,6 @@ def test_the_conversation_reads_as_chat_with_the_screenshot_as_an_image(tmp_path
     assert latest["screenshot_score"] == 4 and latest["gui_passed"] is False and latest["run"] == "ok"
     assert readable["latest_files"]["src/App.jsx"] == APP
     assert readable["latest_files"]["logo.bin"] == "(9 bytes of binary data)"
-
-
-def checkpoint_of(values: dict[str, Any]) -> dict[str, Any]:
-    checkpoint = dict(empty_checkpoint())
-    checkpoint["channel_values"] = values
-    checkpoint["channel_versions"] = {key: 1 for key in values}
-    return checkpoint
 
 
 def test_readable_values_are_stored_by_content_and_read_back_exactly(tmp_path: Path) -> None:

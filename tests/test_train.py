@@ -20,11 +20,11 @@ pytest.importorskip("torch", reason="the [train] extra (torch, transformers, pef
 
 import torch
 from datasets import load_dataset
-from langgraph.checkpoint.base import empty_checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.data_utils import is_conversational, maybe_apply_chat_template
 from typer.testing import CliRunner
 
+from tests.helpers import save_finished_run
 from tests.tiny_lm import tiny_causal_lm
 from webgen_agent.apps.cli.main import app
 from webgen_agent.apps.train.chat import split_rendering
@@ -32,7 +32,7 @@ from webgen_agent.apps.train.data import TrainRecord, read_records
 from webgen_agent.apps.train.encode import encode
 from webgen_agent.apps.train.loss import completion_logprobs
 from webgen_agent.checkpoints.export import export_trajectories
-from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.views import ChatMessage, WebloopRecord
@@ -129,13 +129,7 @@ async def write_rollout(db: Path, policy: tuple[Any, Any] | None = None) -> None
                     "steps": steps,
                     "status": "finished",
                 }
-                checkpoint = empty_checkpoint()
-                checkpoint["channel_values"] = values
-                checkpoint["channel_versions"] = {name: 1 for name in values}
-                config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
-                await saver.aput(config, checkpoint, {"source": "loop", "step": 2, "parents": {}}, {})  # type: ignore[arg-type]
-                runs.start(RunRecord(run_id=run_id, group_id=group, requirement=requirement, out_dir="/dev/null"))
-                runs.update(run_id, status="finished", steps=2)
+                await save_finished_run(saver, runs, values)
     store.close()
 
 
