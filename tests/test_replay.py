@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,3 +162,44 @@ async def test_a_test_that_passes_only_on_the_retry_is_flaky_not_passed(
     verdict = await replay_test(shared_browser, alternating_site, test, step_timeout_s=1.0)
     assert verdict.status == "flaky" and verdict.attempts == 2
     assert verdict.failed_step == 3 and verdict.failed_action == "expect text 'Todo: Tea' visible"
+
+
+# What the page and the agent gave (text typed, element names, the instruction) is untrusted: in a
+# shipped spec it must stay data. Each payload would end the process with code 7 if it became code.
+BREAKOUT = "x'); process.exit(7); ('\" + process.exit(7) + \"`${process.exit(7)}`"
+HOSTILE_SPEC = RecordedTest(
+    name=BREAKOUT,
+    instruction=f"Click Add.\nprocess.exit(7)\u2028process.exit(7)\u2029process.exit(7)\r{BREAKOUT}",
+    recorded_at_step=2,
+    covers_all=True,
+    source_score=5,
+    steps=[
+        ReplayStep(kind="goto", value=BREAKOUT),
+        ReplayStep(kind="fill", target=Target(by="role", value=BREAKOUT, name=BREAKOUT), value=BREAKOUT),
+        ReplayStep(kind="click", target=Target(by="text", value=BREAKOUT, first=True)),
+        ReplayStep(kind="select", target=Target(by="label", value=BREAKOUT), value=BREAKOUT),
+        ReplayStep(kind="press", value=BREAKOUT),
+        ReplayStep(kind="expect_text", target=Target(by="placeholder", value=BREAKOUT)),
+        ReplayStep(kind="expect_count", value=BREAKOUT, count=2),
+        ReplayStep(kind="expect_url", value=url_suffix_pattern(f"http://127.0.0.1:5173/{BREAKOUT}")),
+    ],
+)
+# Stands in for @playwright/test: runs the test's body against a page on which every call succeeds.
+PLAYWRIGHT_STUB = """
+const chain = new Proxy(function () {}, {
+  get: (_target, key) => (key === 'then' ? undefined : chain),
+  apply: () => chain,
+});
+const test = async (_name, body) => { await body({ page: chain }); console.log('ran'); };
+const expect = () => chain;
+"""
+
+
+@pytest.mark.e2e  # runs node
+def test_page_text_in_a_shipped_spec_stays_data(tmp_path: Path) -> None:
+    spec = spec_js(HOSTILE_SPEC)
+    runnable = spec.replace("import { test, expect } from '@playwright/test';", PLAYWRIGHT_STUB)
+    assert runnable != spec
+    (tmp_path / "hostile.spec.mjs").write_text(runnable)
+    done = subprocess.run(["node", str(tmp_path / "hostile.spec.mjs")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", (done.returncode, done.stderr, spec)
