@@ -95,7 +95,8 @@ def test_a_small_suite_run_under_the_rules(tmp_path):
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(suite)],
         cwd=suite,
         # Only the plugins under test: no installed plugin's start-up (seconds on a busy machine).
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        # A fixed width: how much of a summary line pytest prints depends on it.
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "COLUMNS": "200"},
         capture_output=True,
         text=True,
         timeout=120,
@@ -105,7 +106,8 @@ def test_a_small_suite_run_under_the_rules(tmp_path):
     assert "test_unmarked_browser_test uses chromium_path but is not marked e2e" in out  # through another fixture
     assert "test_unmarked_npm_test started npm but is not marked e2e" in out
     # The broken run: its cause once (one error), the other readers skipped naming where it is.
-    assert out.count("RuntimeError: the scripted run broke at step 3") == 1, out  # one traceback
+    tracebacks = re.findall(r"^E\s+RuntimeError: the scripted run broke at step 3$", out, re.M)
+    assert len(tracebacks) == 1, out
     assert "ERROR test_inner.py::test_reads_the_run_first" in out
     assert (
         out.count("fixture 'whole_run' failed; its error is reported at test_inner.py::test_reads_the_run_first") == 2
