@@ -7,23 +7,24 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database
 
 DATABASE_TIMEOUT_S = 5
 
 
-class Check(BaseModel):
-    """One thing a run needs, and whether this machine has it."""
+@dataclass(frozen=True)
+class Check:
+    """One thing a run needs, and whether this machine has it. A dataclass: the read commands check
+    their database with it without importing pydantic (docs/performance.md, "Command-line start")."""
 
-    name: str = Field(description="What was checked, e.g. 'coder endpoint'.")
+    name: str  # what was checked, e.g. 'coder endpoint'
     ok: bool
-    detail: str = Field(default="", description="What was found.")
-    fix: str = Field(default="", description="What to do when it failed.")
-    blocking: bool = Field(default=True, description="False: a run can go on without it (a warning).")
+    detail: str = ""  # what was found
+    fix: str = ""  # what to do when it failed
+    blocking: bool = True  # False: a run can go on without it (a warning)
 
     @property
     def failed(self) -> bool:

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import shutil
 import subprocess
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -146,8 +147,8 @@ async def _capabilities(client: httpx.AsyncClient, url: str, roles: list[Role], 
         body["response_format"] = {"type": "json_object"}
         structured = await _probe(client, url, settings, role, body, f"{role} structured output", "structured output")
         if not structured.ok:  # not a failure: the prompt fallback (schema in the prompt) is used
-            structured = structured.model_copy(
-                update={"blocking": False, "detail": structured.detail + "; the prompt fallback is used", "fix": ""}
+            structured = replace(
+                structured, blocking=False, detail=structured.detail + "; the prompt fallback is used", fix=""
             )
         checks.append(structured)
     return checks

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from webgen_agent.checkpoints.outputs import RunSummary
-from webgen_agent.core.costs import add_costs, usd_text
+from webgen_agent.core.money import add_costs, usd_text
 
 
 class ProgressView:

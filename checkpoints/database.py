@@ -21,9 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from filelock import FileLock
-
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -120,6 +118,8 @@ def open_sqlite(path: str | Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA busy_timeout=60000")
     if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        from filelock import FileLock  # only a new file is switched: opening one already in WAL skips it
+
         with FileLock(f"{path}.lock"):
             conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.costs import add_costs
+from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import Event, Step
 from webgen_agent.core.steps import StepView
 

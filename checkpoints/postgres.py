@@ -22,7 +22,7 @@ from webgen_agent.checkpoints.recording import RecordsRuns
 from webgen_agent.checkpoints.retention import PostgresRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 
 class ContentPostgresSaver(PostgresRetention, KeepsNoSecrets, AsyncPostgresSaver):

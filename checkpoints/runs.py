@@ -12,11 +12,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
-
-import psutil
-from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 
@@ -25,31 +23,40 @@ from webgen_agent.checkpoints.database import Database, open_sqlite, pools
 RunStatus = Literal["running", "finished", "failed", "interrupted", "review", "rejected", "budget"]
 
 
-class RunRecord(BaseModel):
+@dataclass
+class RunRecord:
+    """A row of the runs table. A dataclass, not a pydantic model: ``runs`` lists the table without
+    importing pydantic (docs/performance.md, "Command-line start"); rows come from this project's own
+    table, already typed by its columns."""
+
     run_id: str
-    group_id: str = ""
     requirement: str
-    status: RunStatus = "running"
     out_dir: str
-    created_at: float = Field(default_factory=time.time)
-    updated_at: float = Field(default_factory=time.time)
+    group_id: str = ""
+    status: RunStatus = "running"
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
     error: str = ""
     parent_run: str = ""
     fork_step: int | None = None
-    pid: int = Field(default_factory=os.getpid)
+    pid: int = field(default_factory=os.getpid)
     pid_started: float = 0.0
     chosen_step: int | None = None
     steps: int = 0
     best_screenshot: int = 0
     best_gui: int = 0
-    cost_usd: float | None = Field(default=None, description="USD spent so far; None when a price is unknown.")
-    tokens: int = Field(default=0, description="Input and output tokens used so far.")
-    settings: str = Field(default="{}", description="Non-secret run settings (JSON) reused on resume.")
-    host: str = Field(default="", description="The machine whose process runs it (liveness is judged there).")
+    cost_usd: float | None = None  # USD spent so far; None when a price is unknown
+    tokens: int = 0  # input and output tokens used so far
+    settings: str = "{}"  # non-secret run settings (JSON) reused on resume
+    host: str = ""  # the machine whose process runs it (liveness is judged there)
 
     def recorded_settings(self) -> dict[str, Any]:
         """The settings the run started with (what resume and fork start from)."""
         return dict(json.loads(self.settings or "{}"))
+
+    def row(self) -> dict[str, Any]:
+        """The record as the table's columns."""
+        return asdict(self)
 
 
 def new_run_id() -> str:
@@ -57,6 +64,8 @@ def new_run_id() -> str:
 
 
 def _process_started(pid: int) -> float:
+    import psutil  # only a running run's liveness needs it: listing finished runs starts faster without
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -65,7 +74,7 @@ def _process_started(pid: int) -> float:
 
 _INT_COLUMNS = ("fork_step", "chosen_step", "pid", "steps", "best_screenshot", "best_gui", "tokens")
 _FLOAT_COLUMNS = ("created_at", "updated_at", "pid_started", "cost_usd")
-COLUMNS = tuple(RunRecord.model_fields)
+COLUMNS = tuple(column.name for column in fields(RunRecord))
 
 
 class _SqliteRuns:
@@ -191,7 +200,7 @@ class RunIndex:
         record.host = socket.gethostname()
         record.status = "running"
         record.updated_at = time.time()
-        self._table.upsert(record.model_dump())
+        self._table.upsert(record.row())
         return record
 
     def claim(self, run_id: str) -> None:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from webgen_agent.core.errors import ConfigError
 from webgen_agent.core.loops import LoopName
 from webgen_agent.core.names import DEFAULT_DB, CriticMode
 from webgen_agent.core.price_table import listed_price
@@ -36,10 +37,6 @@ Role = Literal["coder", "vlm", "feedback"]
 ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 
 DEFAULT_RUNS_DIR = Path("webgen-runs")
-
-
-class ConfigError(ValueError):
-    """A setting is missing or wrong; the message is one line meant for the user."""
 
 
 def validation_summary(exc: Exception, limit: int = 3) -> str:

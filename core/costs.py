@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from webgen_agent.core.context import Prices, Role
+from webgen_agent.core.money import add_costs, usd_text
 
 MILLION = 1_000_000
 
@@ -26,16 +27,6 @@ def call_cost(prices: Prices, role: Role, input_tokens: int, output_tokens: int)
             if per_mtok is None:
                 return None
             total += tokens * per_mtok / MILLION
-    return total
-
-
-def add_costs(costs: Iterable[float | None]) -> float | None:
-    """The sum; None (unknown) when any part is unknown."""
-    total = 0.0
-    for cost in costs:
-        if cost is None:
-            return None
-        total += cost
     return total
 
 
@@ -75,13 +66,6 @@ def budget_reached(usd: float | None, tokens: int, limits: BudgetLimits) -> str 
         if usd >= limits.budget_usd:
             return f"{usd_text(usd)} spent of a {usd_text(limits.budget_usd)} budget"
     return None
-
-
-def usd_text(usd: float | None) -> str:
-    """A cost for people: ``$0.0123``; ``?`` when unknown."""
-    if usd is None:
-        return "?"
-    return f"${usd:.4f}" if usd < 1 else f"${usd:,.2f}"
 
 
 class Budget(BaseModel):

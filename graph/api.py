@@ -25,8 +25,9 @@ from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
-from webgen_agent.core.costs import Budget, Spending, add_costs, budget_reached, spent
+from webgen_agent.core.costs import Budget, Spending, budget_reached, spent
 from webgen_agent.core.events import ProgressEvent
+from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph

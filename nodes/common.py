@@ -14,8 +14,9 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, ModelSettings
-from webgen_agent.core.costs import add_costs, call_cost
+from webgen_agent.core.costs import call_cost
 from webgen_agent.core.events import ProgressEvent
+from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import AgentState, NodeUpdate, SampledTurn, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen

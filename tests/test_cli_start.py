@@ -76,6 +76,43 @@ def test_the_command_line_starts_without_the_agent(argv: tuple[str, ...]) -> Non
     assert "pydantic" not in modules
 
 
+@pytest.mark.e2e  # the command line as a process
+def test_listing_runs_imports_no_pydantic(tmp_path) -> None:
+    """``runs`` on a real database reads the table without pydantic: Typer's coercion of ``--db``, the
+    run records, the database check and the cost column are all pydantic-free."""
+    from webgen_agent.checkpoints.database import Database
+    from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+
+    db = tmp_path / "webgen.db"
+    RunIndex(Database.of(str(db))).start(RunRecord(run_id="listed", requirement="A blog", out_dir=str(tmp_path)))
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADED, "runs", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    *listing, loaded = done.stdout.splitlines()
+    assert [json.loads(line)["run_id"] for line in listing] == ["listed"]
+    modules = set(json.loads(loaded))
+    assert "webgen_agent.checkpoints.runs" in modules
+    assert _heavy(modules) == []
+    assert "pydantic" not in modules
+
+
+@pytest.mark.parametrize("spelling", ["WEBGEN_DB", "webgen_db", None])
+def test_the_default_database_is_the_settings_one(monkeypatch, tmp_path, spelling: str | None) -> None:
+    """The read commands find the database without the settings model: the same answer as it gives."""
+    from webgen_agent.core.context import Settings
+    from webgen_agent.core.names import DEFAULT_DB, database_from_environment
+
+    monkeypatch.delenv("WEBGEN_DB", raising=False)
+    if spelling:
+        monkeypatch.setenv(spelling, str(tmp_path / "runs.db"))
+    assert database_from_environment() == Settings().db
+    assert database_from_environment() == (str(tmp_path / "runs.db") if spelling else str(DEFAULT_DB))
+
+
 def _command_names() -> list[str]:
     group = typer.main.get_command(app)
     return sorted(group.commands)  # type: ignore[attr-defined]

@@ -29,8 +29,9 @@ from webgen_agent.checkpoints.export import load_trajectories
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import AgentContext, ConfigError, Settings
+from webgen_agent.core.context import AgentContext, Settings
 from webgen_agent.core.costs import Budget, Spending, spent
+from webgen_agent.core.errors import ConfigError
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.routers import route_after_critic
 from webgen_agent.tools.models import ModelCallError

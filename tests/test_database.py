@@ -13,7 +13,7 @@ from webgen_agent.checkpoints.database import Database, open_sqlite, require_psy
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 
 def test_db_value_picks_the_backend():

@@ -16,7 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from webgen_agent.apps.cli.common import _sandbox_flags
-from webgen_agent.core.context import ConfigError, SandboxSettings
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.core.errors import ConfigError
 from webgen_agent.tools.netns import (
     DEFAULT_REGISTRY_HOST,
     NetworkGate,

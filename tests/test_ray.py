@@ -31,7 +31,7 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
 # The shared instance's CPUs: a count no machine's own cores give, so a test can tell which cluster it joined.

@@ -2,7 +2,8 @@
 
 import pytest
 
-from webgen_agent.core.context import ConfigError, Settings
+from webgen_agent.core.context import Settings
+from webgen_agent.core.errors import ConfigError
 
 
 def test_roles_default_to_openai_env_and_override_per_role(monkeypatch):

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from webgen_agent.core.context import ConfigError, SandboxSettings
+from webgen_agent.core.context import SandboxSettings
+from webgen_agent.core.errors import ConfigError
 from webgen_agent.tools.limits import cgroup_parent, disk_usage
 from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, bridge_command, bwrap_args, proxy_env, registry_hosts
 from webgen_agent.tools.seccomp import seccomp_problem

@@ -16,7 +16,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.core.context import ConfigError, ModelSettings, Role, Settings
+from webgen_agent.core.context import ModelSettings, Role, Settings
+from webgen_agent.core.errors import ConfigError
 
 
 class EvalSettings(BaseModel):

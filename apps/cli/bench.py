@@ -217,7 +217,7 @@ def bench(
 
     from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
     from webgen_agent.apps.bench.service import run_bench
-    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.errors import ConfigError
     from webgen_agent.core.profiles import profile_rules
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer._coercion import PassThroughRuntimeParam
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from webgen_agent.core.loops.rules import LoopName
@@ -23,18 +24,29 @@ if TYPE_CHECKING:
     from webgen_agent.core.context import AgentContext, SandboxSettings, Settings
 
 
-def _flags_untyped(params: list[Any]) -> list[Any]:
-    """Flags show no type in help: a flag takes no value, yet Typer's rich help prints ``<bool>``
+def _light_params(params: list[Any]) -> list[Any]:
+    """The command's parameters, made cheap to start with.
+
+    Flags show no type in help: a flag takes no value, yet Typer's rich help prints ``<bool>``
     beside it (its plain help leaves it out); an empty metavar fills that column with nothing.
 
-    Typer's own flags (``--help``, the completion flags) default to None, which is not a bool, so
-    each one not given was coerced through a pydantic TypeAdapter: a subcommand's ``--help``
-    imported pydantic for them (about 0.1 s of its start). Not given is off either way: False."""
+    Typer builds a pydantic ``TypeAdapter`` for every parameter it processes, given or not, so any
+    command imported pydantic (about 0.1 s of a 0.3 s start) before it did anything. Typer's own flags
+    (``--help``, the completion flags) default to None, which is not a bool: not given is off either
+    way, so False. A plain ``str`` parameter gets Typer's own pass-through coercion, which accepts a
+    ``str`` as it is (what click hands over from the command line or the environment) and builds no
+    adapter; every other type keeps Typer's. Typer keeps the coercion in a private attribute: if a
+    later Typer drops it, parameters keep Typer's coercion and only the start is slower
+    (tests/test_cli_start.py says so)."""
     for param in params:
         if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
             param.metavar = ""
         if param.name in _TYPER_FLAGS and param.default is None:
             param.default = False
+        described = getattr(param, "type_descriptor", None)
+        if described is not None and described.annotation is str and getattr(param, "_runtime_param", 0) is None:
+            if described.parameter_info.parser is None and described.choices is None:
+                param._runtime_param = PassThroughRuntimeParam(parameter_info=described.parameter_info, annotation=str)
     return params
 
 
@@ -45,14 +57,14 @@ class Command(TyperCommand):
     """A command of this command line (``CommandApp`` makes every command one)."""
 
     def get_params(self, ctx: Any) -> list[Any]:  # ctx: the click Context Typer ships
-        return _flags_untyped(super().get_params(ctx))
+        return _light_params(super().get_params(ctx))
 
 
 class Group(TyperGroup):
     """The ``webgen-agent`` group itself (its ``--help`` and ``--version``)."""
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return _flags_untyped(super().get_params(ctx))
+        return _light_params(super().get_params(ctx))
 
 
 class CommandApp(typer.Typer):
@@ -170,10 +182,11 @@ def db_option() -> Any:
 def resolve_db(db: str | None) -> Database:
     """The --db value (or WEBGEN_DB, or the default file) as a run database; a bad value is a one-line error."""
     from webgen_agent.checkpoints.database import Database
-    from webgen_agent.core.context import ConfigError, Settings
+    from webgen_agent.core.errors import ConfigError
+    from webgen_agent.core.names import database_from_environment
 
     try:
-        return Database.of(db or Settings().db)
+        return Database.of(db or database_from_environment())
     except ConfigError as exc:
         fail(str(exc))
 
@@ -253,7 +266,7 @@ def ray_settings(address: str | None, *, actors: int | None, runs_per_actor: int
     if address is None:
         return None
     from webgen_agent.apps.cluster.settings import RaySettings, import_ray
-    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.errors import ConfigError
 
     try:
         import_ray()
@@ -311,7 +324,7 @@ def make_context(
     **overrides: Any,
 ) -> AgentContext:
     """The run context from settings and flags; a missing setting or an unusable sandbox ends the command."""
-    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.errors import ConfigError
     from webgen_agent.tools.sandbox import require_sandbox
 
     try:
@@ -349,7 +362,8 @@ def _sandbox_flags(recorded: Any, no_sandbox: bool, allow_hosts: list[str]) -> S
     """The sandbox settings (a resumed run's recorded ones, else the defaults) with the flags applied."""
     from pydantic import ValidationError
 
-    from webgen_agent.core.context import ConfigError, SandboxSettings
+    from webgen_agent.core.context import SandboxSettings
+    from webgen_agent.core.errors import ConfigError
 
     try:
         sandbox = SandboxSettings.model_validate(recorded or {})
@@ -391,7 +405,7 @@ def print_stop(result: Any) -> None:
     """For a run stopped at its budget: what it spent and how to continue; exits with BUDGET_EXIT_CODE."""
     if result.status != "budget":
         return
-    from webgen_agent.core.costs import usd_text
+    from webgen_agent.core.money import usd_text
 
     summary = result.summary
     errors.print(
@@ -437,7 +451,7 @@ def with_recorded(settings: Settings, recorded: dict[str, Any], **budgets: float
 
 def budget_note(context: AgentContext) -> str:
     """`` (budget $0.50, 200,000 tokens)`` for a run with a budget (its progress view's title), else ""."""
-    from webgen_agent.core.costs import usd_text
+    from webgen_agent.core.money import usd_text
 
     parts = [usd_text(context.budget_usd)] if context.budget_usd is not None else []
     if context.budget_tokens is not None:
@@ -448,8 +462,9 @@ def budget_note(context: AgentContext) -> str:
 def whole_budget(budget_usd: float | None, budget_tokens: int | None, context: AgentContext) -> Any:
     """The ``Spending`` of a command with a budget for all its runs (None without one); a budget in
     USD with an unknown price ends the command with one line."""
-    from webgen_agent.core.context import ConfigError, require_prices
+    from webgen_agent.core.context import require_prices
     from webgen_agent.core.costs import Budget, Spending
+    from webgen_agent.core.errors import ConfigError
 
     if budget_usd is None and budget_tokens is None:
         return None

@@ -126,7 +126,7 @@ def rollout(
 
     from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
-    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.errors import ConfigError
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:

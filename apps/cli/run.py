@@ -307,13 +307,14 @@ def runs(
     from rich.table import Table
 
     from webgen_agent.checkpoints.runs import RunIndex
-    from webgen_agent.core.costs import usd_text
+    from webgen_agent.core.money import usd_text
 
     database = existing_db(db)
     records = RunIndex(database).list()
     if json_output:
         for record in records:
-            sys.stdout.write(record.model_dump_json(exclude={"settings"}) + "\n")
+            row = {name: value for name, value in record.row().items() if name != "settings"}
+            sys.stdout.write(json.dumps(row, separators=(",", ":")) + "\n")
         return
     table = Table(title=f"runs in {database}")
     for column in (

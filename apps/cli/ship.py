@@ -42,7 +42,8 @@ def ship(
     """Pack a step's site into a zip: its source files without node_modules, or with --build the
     built static output, packed only after its index.html loaded in Chromium with no page errors."""
     from webgen_agent.apps.ship import ShipError, ship_run
-    from webgen_agent.core.context import ConfigError, Settings
+    from webgen_agent.core.context import Settings
+    from webgen_agent.core.errors import ConfigError
 
     try:
         result = run_async(

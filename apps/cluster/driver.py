@@ -27,7 +27,7 @@ from webgen_agent.apps.cluster.settings import (
 )
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 # A job whose actor died this many times is given up (reported failed; a re-run continues it).
 MAX_ATTEMPTS = 3

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import ConfigError
+from webgen_agent.core.errors import ConfigError
 
 RAY_EXTRA = "pip install 'webgen-agent[ray]'"
 # Environment the actors need that a remote node would not have: model endpoints and keys, the

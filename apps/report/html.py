@@ -31,7 +31,7 @@ from webgen_agent.apps.report.model import (
 from webgen_agent.apps.report.settings import setting_rows
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
-from webgen_agent.core.costs import usd_text
+from webgen_agent.core.money import usd_text
 
 SCREENSHOT_COLOUR = "#2563eb"
 GUI_COLOUR = "#16a34a"

@@ -19,7 +19,7 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.core.costs import add_costs
+from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import Step
 from webgen_agent.core.steps import StepView
 from webgen_agent.tools.gui_agent import GuiAction
