@@ -34,6 +34,7 @@ SUITE = (
     "server_threads",
     "replay",
     "loop_governor",
+    "train_throughput",
 )
 
 

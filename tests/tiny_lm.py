@@ -33,8 +33,11 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 400) -> Any:
     )
 
 
-def tiny_causal_lm(directory: Path, texts: Iterable[str], *, seed: int = 0) -> Path:
-    """Save a random 2-layer Llama (width 64) and a tokenizer trained on ``texts`` to ``directory``."""
+def tiny_causal_lm(
+    directory: Path, texts: Iterable[str], *, seed: int = 0, hidden: int = 64, layers: int = 2, positions: int = 1024
+) -> Path:
+    """Save a random Llama (2 layers of width 64 unless told) and a tokenizer trained on ``texts`` to
+    ``directory`` (benchmarks/train_throughput.py makes a larger one)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -42,12 +45,12 @@ def tiny_causal_lm(directory: Path, texts: Iterable[str], *, seed: int = 0) -> P
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=1024,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=max(4, hidden // 64),
+        num_key_value_heads=max(4, hidden // 64),
+        max_position_embeddings=positions,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
