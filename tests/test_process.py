@@ -306,3 +306,32 @@ for pid in range(1000, 1300):
     assert writer.returncode == 0
     assert reads and missing == 0, f"{missing} of {reads} reads found the registry without the kept entry"
     assert [e.argv for e in ProcessRegistry(path).entries()] == [["kept"]]
+
+
+def test_the_size_cap_counts_what_a_command_writes_not_the_seeded_npm_cache(tmp_path: Path) -> None:
+    """A private npm cache starts as a copy of the shared one: that copy is not the command's doing.
+    The guard trips on the command's own writes past the workspace cap, and tells the model that
+    cap and the size the command wrote (it used to name the cap plus the copy, a number that changed
+    with whatever the shared cache held: the hostile corpus's "over the 32 MB cap" failed by test order)."""
+    from webgen_agent.core.context import SandboxSettings
+    from webgen_agent.tools.process import size_guard
+    from webgen_agent.tools.sandbox import Confinement
+
+    workspace, cache = tmp_path / "ws", tmp_path / "npm-cache"
+    workspace.mkdir()
+    cache.mkdir()
+    (cache / "seed.bin").write_bytes(bytes(20 * 2**20))  # what the shared cache held
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    confinement = Confinement(
+        workspace, settings=SandboxSettings(workspace_mb=16), npm_cache=cache, npm_cache_seed_bytes=20 * 2**20
+    )
+    guard = size_guard(confinement, sleeper.pid)
+    assert guard is not None
+    try:
+        (workspace / "fill.bin").write_bytes(bytes(18 * 2**20))  # the command's writes: 18 MB
+        assert sleeper.wait(timeout=30) == -signal.SIGKILL  # past the 16 MB cap: killed
+        assert "reached 18 MB" in guard.message() and "over the 16 MB cap" in guard.message(), guard.message()
+    finally:
+        guard.stop()
+        with contextlib.suppress(ProcessLookupError):
+            sleeper.kill()

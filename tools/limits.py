@@ -264,9 +264,14 @@ class WorkspaceGuard:
     interval and one walk (figures in docs/security.md).
     """
 
-    def __init__(self, folders: Sequence[Path], cap_bytes: int, pgid: int, *, interval_s: float = 0.2) -> None:
+    def __init__(
+        self, folders: Sequence[Path], cap_bytes: int, pgid: int, *, uncounted_bytes: int = 0, interval_s: float = 0.2
+    ) -> None:
         self.folders = tuple(folders)  # the workspace, and the command's private npm cache if it has one
         self.cap_bytes = cap_bytes
+        # What the private npm cache held before the command (a copy of the shared one): not the
+        # command's writes, so neither counted against the cap nor in the size the model is told.
+        self.uncounted_bytes = uncounted_bytes
         self.pgid = pgid
         self.interval_s = interval_s
         self.tripped_at: int | None = None  # the size seen when it killed the command
@@ -274,7 +279,7 @@ class WorkspaceGuard:
         self._thread: threading.Thread | None = None
 
     def _walk(self) -> int:
-        return sum(disk_usage(folder) for folder in self.folders)
+        return sum(disk_usage(folder) for folder in self.folders) - self.uncounted_bytes
 
     def run(self) -> None:
         """Poll until ``stop``, or until the cap is passed (then kill the group and return)."""

@@ -418,7 +418,9 @@ def size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None:
     if sandbox.npm_cache is None:
         return WorkspaceGuard((sandbox.workspace,), cap, pgid).start()
     # What the command adds to its private npm cache counts against the same cap.
-    return WorkspaceGuard((sandbox.workspace, sandbox.npm_cache), cap + sandbox.npm_cache_seed_bytes, pgid).start()
+    return WorkspaceGuard(
+        (sandbox.workspace, sandbox.npm_cache), cap, pgid, uncounted_bytes=sandbox.npm_cache_seed_bytes
+    ).start()
 
 
 def _temp_log() -> str:
