@@ -363,7 +363,7 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
 def sandbox_settings(no_sandbox: bool, allow_hosts: list[str] | None) -> SandboxSettings | None:
     """The sandbox ``--no-sandbox`` / ``--allow-host`` ask for (None without them: the defaults); a bad
     host ends the command with one line."""
-    from webgen_agent.core.context import ConfigError
+    from webgen_agent.core.errors import ConfigError
 
     if not (no_sandbox or allow_hosts):
         return None
