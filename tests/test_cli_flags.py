@@ -4,7 +4,7 @@ docs/cli.md's table says which command takes which flag. These tests read it and
 the real command line: each ``yes`` is an option of that command with the one shared help text,
 each ``no`` is not an option there, and each flag given reaches the run's context (the command
 runs up to its checks before the run, where the context is taken and the command ends). Cheap: no
-model, browser or run; about a second in all.
+model, browser or run; about 3 s in all.
 """
 
 from __future__ import annotations
