@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.core.context import ModelSettings, Role, Settings
+from webgen_agent.core.context import ModelSettings, Role, SandboxSettings, Settings
 from webgen_agent.core.errors import ConfigError
 
 
@@ -45,6 +45,9 @@ class EvalSettings(BaseModel):
     viewport_height: int = Field(default=800, ge=240)
     chromium: str = Field(default="", description="Chromium executable; empty = WEBGEN_CHROMIUM or PATH.")
     workers: int = Field(default=2, ge=1, description="Sites evaluated at once, and GUI sessions at once.")
+    sandbox: SandboxSettings = Field(
+        default_factory=SandboxSettings, description="The sandbox each site is installed and started in."
+    )
 
     def model_names(self) -> dict[str, str]:
         return {"agent": self.agent.model, "appearance": self.appearance.model, "feedback": self.feedback.model}

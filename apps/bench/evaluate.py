@@ -266,6 +266,7 @@ class Evaluator:
                 start_timeout_s=self.settings.start_timeout_s,
                 log_dir=self.work_dir / record.id / "logs",
                 deps_cache_dir=self.deps_cache_dir,
+                sandbox=self.settings.sandbox,
             )
         try:
             if runner is not None:

@@ -9,22 +9,32 @@ import typer
 
 from webgen_agent.apps.bench.modes import VerdictMode
 from webgen_agent.apps.cli.common import (
-    PROFILE_HELP,
     ActorsFlag,
+    AllowHostFlag,
+    AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
     CommandApp,
     CpusPerRunFlag,
+    CriticFlag,
+    ErrorLimitFlag,
+    GuiMaxActionsFlag,
     LoopFlag,
     MaxPagesFlag,
+    MaxStepsFlag,
+    NoSandboxFlag,
     OfflinePagesFlag,
+    ProfileFlag,
     RayCommand,
     RayFlag,
+    ReplayTestsFlag,
     RoundsFlag,
     RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
-    allow_host_option,
+    StallStepsFlag,
+    TemperatureFlag,
+    TopPFlag,
     check_before_run,
     console,
     errors,
@@ -33,12 +43,13 @@ from webgen_agent.apps.cli.common import (
     make_context,
     ray_settings,
     resolve_db,
+    sandbox_settings,
     split_values,
+    warn_unconfined,
     whole_budget,
     with_model_flags,
+    with_sampling,
 )
-from webgen_agent.core.names import CriticMode
-from webgen_agent.core.profiles.rules import Profile
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -48,7 +59,6 @@ if TYPE_CHECKING:
 
 app = CommandApp()
 
-_AGENT = "Agent"
 _EVAL = "Evaluation"
 
 
@@ -136,16 +146,17 @@ def bench(
     ] = None,
     name: Annotated[
         str | None,
-        typer.Option(help="Run ids are bench-NAME-<id> (default: the --out folder's name).", rich_help_panel=_AGENT),
+        typer.Option(help="Run ids are bench-NAME-<id> (default: the --out folder's name)."),
     ] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Coder steps (default 20).", rich_help_panel=_AGENT)] = None,
-    error_limit: Annotated[
-        int | None, typer.Option(help="Errored steps before backtracking (default 5).", rich_help_panel=_AGENT)
-    ] = None,
-    critic: Annotated[CriticMode | None, typer.Option(help="template or llm.", rich_help_panel=_AGENT)] = None,
-    allow_shell: Annotated[
-        bool, typer.Option(help="Run shell actions the coder writes.", rich_help_panel=_AGENT)
-    ] = False,
+    max_steps: MaxStepsFlag = None,
+    error_limit: ErrorLimitFlag = None,
+    stall_steps: StallStepsFlag = None,
+    critic: CriticFlag = None,
+    allow_shell: AllowShellFlag = False,
+    gui_max_actions: GuiMaxActionsFlag = None,
+    temperature: TemperatureFlag = None,
+    top_p: TopPFlag = None,
+    replay_tests: ReplayTestsFlag = None,
     eval_vlm_model: Annotated[
         str | None, typer.Option(help="GUI-agent model (default: the agent's vlm).", rich_help_panel=_EVAL)
     ] = None,
@@ -186,13 +197,9 @@ def bench(
     retry_errors: Annotated[
         bool, typer.Option(help="Redo results that ended in an infrastructure error.", rich_help_panel=_EVAL)
     ] = False,
-    profile: Annotated[
-        Profile,
-        typer.Option(
-            help=PROFILE_HELP + " upstream also evaluates at WebGen-Bench's 1024x768.", rich_help_panel=_AGENT
-        ),
-    ] = "default",
-    allow_host: Annotated[list[str] | None, allow_host_option(_AGENT)] = None,
+    profile: ProfileFlag = "default",
+    no_sandbox: NoSandboxFlag = False,
+    allow_host: AllowHostFlag = None,
     loop: LoopFlag = None,
     critique_rounds: RoundsFlag = None,
     shared_policy: SharedPolicyFlag = False,
@@ -219,6 +226,7 @@ def bench(
     from webgen_agent.apps.bench.service import run_bench
     from webgen_agent.core.errors import ConfigError
     from webgen_agent.core.profiles import profile_rules
+    from webgen_agent.tools.sandbox import require_sandbox
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
@@ -244,20 +252,27 @@ def bench(
             verdict=eval_verdict,
             workers=workers,
             offline_pages=offline_pages or None,
+            sandbox=sandbox_settings(no_sandbox, allow_host),
             **viewport,
         )
+        if evaluation.sandbox.enabled:
+            require_sandbox()  # every site is installed and started in it (one line naming --no-sandbox)
     except (BenchDataError, ConfigError) as exc:
         fail(str(exc))
     context = None
     spending = None
     if evaluate_only is None:
         context = make_context(
-            settings,
+            with_sampling(settings, temperature, top_p),
+            no_sandbox=no_sandbox,
             allow_hosts=allow_host,
             max_steps=max_steps,
             error_limit=error_limit,
+            stall_steps=stall_steps,
             critic=critic,
             allow_shell=allow_shell or None,
+            gui_max_actions=gui_max_actions,
+            replay_tests=replay_tests,
             profile=profile,
             offline_pages=offline_pages or None,
             **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
@@ -268,6 +283,8 @@ def bench(
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     if context is not None:
         check_before_run(context, db_path)
+    if no_sandbox:
+        warn_unconfined()  # the evaluation's installs and dev servers too
     where = "" if cluster is None else f", on Ray ({cluster.address or 'local'})"
     cases = sum(len(r.test_cases) for r in records)
     console.print(f"{len(records)} instruction(s), {cases} test case(s) -> {out}{where}")

@@ -14,7 +14,8 @@ from typer._coercion import PassThroughRuntimeParam
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from webgen_agent.core.loops.rules import LoopName
-from webgen_agent.core.names import DEFAULT_DB
+from webgen_agent.core.names import DEFAULT_DB, CriticMode
+from webgen_agent.core.profiles.rules import Profile
 
 # What a command needs only once it runs (the settings models, the database) is imported inside the
 # functions below: the command line must start (``--help``, ``runs``) without pydantic-settings and
@@ -298,9 +299,10 @@ PROFILE_HELP = (
 )
 
 
-def no_sandbox_option() -> Any:
+def no_sandbox_option(panel: str | None = None) -> Any:
     return typer.Option(
         "--no-sandbox",
+        rich_help_panel=panel,
         help="Run generated code (npm install scripts, dev server, shell actions) unconfined, without bubblewrap.",
     )
 
@@ -356,6 +358,19 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
     for check in checks:
         if not check.ok:
             errors.print(f"[yellow]warning:[/yellow] {escape(check.line())}", soft_wrap=True)
+
+
+def sandbox_settings(no_sandbox: bool, allow_hosts: list[str] | None) -> SandboxSettings | None:
+    """The sandbox ``--no-sandbox`` / ``--allow-host`` ask for (None without them: the defaults); a bad
+    host ends the command with one line."""
+    from webgen_agent.core.errors import ConfigError
+
+    if not (no_sandbox or allow_hosts):
+        return None
+    try:
+        return _sandbox_flags(None, no_sandbox, allow_hosts or [])
+    except ConfigError as exc:
+        fail(str(exc))
 
 
 def _sandbox_flags(recorded: Any, no_sandbox: bool, allow_hosts: list[str]) -> SandboxSettings:
@@ -489,13 +504,30 @@ ReviewFlag = Annotated[
 ]
 
 
-# Flags of the loop a run takes (docs/loops.md), shared by ``run`` and ``rollout``.
-LoopFlag = Annotated[LoopName | None, typer.Option("--loop", help="webgen-agent (default), webloop or single.")]
-RoundsFlag = Annotated[int | None, typer.Option(min=1, help="webloop: Critic + Refiner rounds (default 2).")]
-SharedPolicyFlag = Annotated[bool, typer.Option(help="webloop: the coder model answers as Critic too.")]
-ScaffoldFlag = Annotated[str | None, typer.Option(help="Start from this project scaffold: react-router, static-pages.")]
+# Where ``--help`` lists the flags of a run's behaviour (below) in every command that takes them.
+AGENT_PANEL = "Agent"
+
+# Flags of the loop a run takes (docs/loops.md), shared by ``run``, ``rollout`` and ``bench``.
+LoopFlag = Annotated[
+    LoopName | None,
+    typer.Option("--loop", help="webgen-agent (default), webloop or single.", rich_help_panel=AGENT_PANEL),
+]
+RoundsFlag = Annotated[
+    int | None,
+    typer.Option(min=1, help="webloop: Critic + Refiner rounds (default 2).", rich_help_panel=AGENT_PANEL),
+]
+SharedPolicyFlag = Annotated[
+    bool, typer.Option(help="webloop: the coder model answers as Critic too.", rich_help_panel=AGENT_PANEL)
+]
+ScaffoldFlag = Annotated[
+    str | None,
+    typer.Option(help="Start from this project scaffold: react-router, static-pages.", rich_help_panel=AGENT_PANEL),
+]
 MaxPagesFlag = Annotated[
-    int | None, typer.Option(min=1, help="Pages captured per step, landing page included (default 4).")
+    int | None,
+    typer.Option(
+        min=1, help="Pages captured per step, landing page included (default 4).", rich_help_panel=AGENT_PANEL
+    ),
 ]
 OfflinePagesFlag = Annotated[
     bool,
@@ -503,6 +535,7 @@ OfflinePagesFlag = Annotated[
         "--offline-pages",
         help="Captured and tested pages reach the site's own origin only (no CDN scripts, styles, fonts or "
         "remote images); local and private addresses are refused either way.",
+        rich_help_panel=AGENT_PANEL,
     ),
 ]
 
@@ -525,3 +558,90 @@ def loop_overrides(
         "scaffold": scaffold,
         "max_pages": max_pages,
     }
+
+
+# The flags of a run's behaviour (AgentContext fields and the coder's sampling), one definition each,
+# so that every command taking a flag shows the same help; a command's own default (rollout's) is
+# in the help, the value None standing for it. docs/cli.md lists which command takes which, and why
+# the others do not; tests/test_cli_flags.py checks both and that each flag reaches the context.
+MaxStepsFlag = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Coder steps before the run stops (default 20; rollout: 5; a fork counts the steps before it too).",
+        rich_help_panel=AGENT_PANEL,
+    ),
+]
+ErrorLimitFlag = Annotated[
+    int | None,
+    typer.Option(min=1, help="Errored steps before backtracking (default 5).", rich_help_panel=AGENT_PANEL),
+]
+StallStepsFlag = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Loop governor (default profile): steps without a better score before the run goes back to its "
+        "best step, then stops (default 5; 0: off).",
+        rich_help_panel=AGENT_PANEL,
+    ),
+]
+CriticFlag = Annotated[
+    CriticMode | None,
+    typer.Option(
+        help="template (default) or llm (a model critiques each step; rollout exports its critiques).",
+        rich_help_panel=AGENT_PANEL,
+    ),
+]
+AllowShellFlag = Annotated[
+    bool,
+    typer.Option(
+        "--allow-shell", help="Run shell actions the coder writes (in the sandbox).", rich_help_panel=AGENT_PANEL
+    ),
+]
+GuiMaxActionsFlag = Annotated[
+    int | None,
+    typer.Option(min=1, help="GUI agent action budget per GUI test (default 15).", rich_help_panel=AGENT_PANEL),
+]
+TemperatureFlag = Annotated[
+    float | None,
+    typer.Option(min=0, help="Coder sampling temperature (default 0.5; rollout: 1.0).", rich_help_panel=AGENT_PANEL),
+]
+TopPFlag = Annotated[
+    float | None,
+    typer.Option(
+        min=0,
+        max=1,
+        help="Coder nucleus sampling (default: the endpoint's; rollout: 0.95).",
+        rich_help_panel=AGENT_PANEL,
+    ),
+]
+ReplayTestsFlag = Annotated[
+    bool | None,
+    typer.Option(
+        "--replay-tests/--no-replay-tests",
+        help="Record passing GUI tests as Playwright tests and replay them after each later edit (docs/replay.md); "
+        "default: the profile's rule (default: on, upstream: off), on for rollout --reward *-replay.",
+        rich_help_panel=AGENT_PANEL,
+    ),
+]
+ProfileFlag = Annotated[
+    Profile,
+    typer.Option(
+        help=PROFILE_HELP + " bench: upstream also evaluates at WebGen-Bench's 1024x768.", rich_help_panel=AGENT_PANEL
+    ),
+]
+NoSandboxFlag = Annotated[bool, no_sandbox_option(AGENT_PANEL)]
+AllowHostFlag = Annotated[list[str] | None, allow_host_option(AGENT_PANEL)]
+
+
+def warn_unconfined() -> None:
+    """One line for a command that runs many sites with ``--no-sandbox`` (each run's run.json says it too)."""
+    from webgen_agent.tools.sandbox import UNCONFINED_WARNING
+
+    errors.print(f"[yellow]warning:[/yellow] {escape(UNCONFINED_WARNING)}", soft_wrap=True)
+
+
+def with_sampling(settings: Settings, temperature: float | None, top_p: float | None) -> Settings:
+    """The settings with ``--temperature`` / ``--top-p`` as the coder's sampling (given ones only)."""
+    sampling = {"coder_temperature": temperature, "coder_top_p": top_p}
+    return settings.model_copy(update={k: v for k, v in sampling.items() if v is not None})

@@ -9,20 +9,32 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from webgen_agent.apps.cli.common import (
+    AGENT_PANEL,
     BUDGET_EXIT_CODE,
-    PROFILE_HELP,
     ActorsFlag,
+    AllowHostFlag,
+    AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
     CommandApp,
     CpusPerRunFlag,
+    CriticFlag,
+    GuiMaxActionsFlag,
     LoopFlag,
     MaxPagesFlag,
+    MaxStepsFlag,
+    NoSandboxFlag,
+    OfflinePagesFlag,
+    ProfileFlag,
     RayCommand,
     RayFlag,
+    ReplayTestsFlag,
     RoundsFlag,
     RunsPerActorFlag,
     ScaffoldFlag,
+    StallStepsFlag,
+    TemperatureFlag,
+    TopPFlag,
     check_before_run,
     console,
     db_option,
@@ -34,6 +46,7 @@ from webgen_agent.apps.cli.common import (
     ray_settings,
     resolve_db,
     split_values,
+    warn_unconfined,
     whole_budget,
     with_model_flags,
 )
@@ -47,8 +60,6 @@ from webgen_agent.apps.rollout.settings import (
 )
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.formats import ExportFormat
-from webgen_agent.core.names import CriticMode
-from webgen_agent.core.profiles.rules import Profile
 
 if TYPE_CHECKING:
     from webgen_agent.checkpoints.flat_groups import FlatGroup
@@ -66,10 +77,7 @@ def rollout(
     samples: Annotated[
         int, typer.Option(min=1, help="Trajectories per instruction (the group size).")
     ] = ROLLOUT_SAMPLES,
-    max_steps: Annotated[int, typer.Option(min=1, help="Coder steps per trajectory.")] = ROLLOUT_MAX_STEPS,
     workers: Annotated[int, typer.Option(min=1, help="Trajectories run at the same time.")] = 2,
-    temperature: Annotated[float, typer.Option(help="Coder sampling temperature.")] = ROLLOUT_TEMPERATURE,
-    top_p: Annotated[float, typer.Option(help="Coder nucleus sampling.")] = ROLLOUT_TOP_P,
     ids: Annotated[list[str] | None, typer.Option(help="Only these record ids (repeat or comma-separate).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N records.")] = None,
     name: Annotated[
@@ -89,11 +97,18 @@ def rollout(
         bool,
         typer.Option(help="Also ask for token ids (vLLM's return_token_ids; exported). Not for OpenAI's API."),
     ] = False,
-    critic: Annotated[
-        CriticMode | None, typer.Option(help="template (default) or llm (critiques are exported).")
-    ] = None,
-    gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
-    profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = ROLLOUT_PROFILE,
+    max_steps: MaxStepsFlag = None,
+    stall_steps: StallStepsFlag = None,
+    critic: CriticFlag = None,
+    allow_shell: AllowShellFlag = False,
+    gui_max_actions: GuiMaxActionsFlag = None,
+    temperature: TemperatureFlag = None,
+    top_p: TopPFlag = None,
+    replay_tests: ReplayTestsFlag = None,
+    profile: ProfileFlag = ROLLOUT_PROFILE,
+    no_sandbox: NoSandboxFlag = False,
+    allow_host: AllowHostFlag = None,
+    offline_pages: OfflinePagesFlag = False,
     ray: RayFlag = None,
     actors: ActorsFlag = None,
     runs_per_actor: RunsPerActorFlag = 2,
@@ -106,12 +121,17 @@ def rollout(
             "--shared-policy/--separate-critic",
             help="webloop: the coder model answers as Critic too (the default with --loop webloop: every "
             "turn comes from the trained policy), or the feedback model does.",
+            rich_help_panel=AGENT_PANEL,
         ),
     ] = None,
     scaffold: ScaffoldFlag = None,
     max_pages: MaxPagesFlag = None,
     reward: Annotated[
-        RewardKind, typer.Option(help="step, or cascaded: every judged page also gets its requirement checks.")
+        RewardKind,
+        typer.Option(
+            help="What the trajectories record for `export --reward`: step; cascaded: every judged page also gets "
+            "its requirement checks; -replay: the GUI tests are recorded and replayed (docs/rewards.md)."
+        ),
     ] = "step",
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
@@ -136,18 +156,27 @@ def rollout(
     if not records:
         fail(f"{data}: no records selected")
     name = name or data.stem
+    replayed = reward.endswith("-replay")
+    if replayed and replay_tests is False:
+        fail(f"--reward {reward} scores the replays of the recorded GUI tests: leave out --no-replay-tests")
     context = rollout_context(
         make_context(
             settings,
+            no_sandbox=no_sandbox,
+            allow_hosts=allow_host,
+            stall_steps=stall_steps,
             critic=critic,
+            allow_shell=allow_shell or None,
             gui_max_actions=gui_max_actions,
+            offline_pages=offline_pages or None,
+            replay_tests=True if replayed else replay_tests,
             profile=profile,
             requirement_checks=True if reward.startswith("cascaded") else None,
             **loop_overrides(loop, critique_rounds, rollout_shared_policy(loop, shared_policy), scaffold, max_pages),
         ),
-        max_steps=max_steps,
-        temperature=temperature,
-        top_p=top_p,
+        max_steps=max_steps or ROLLOUT_MAX_STEPS,
+        temperature=ROLLOUT_TEMPERATURE if temperature is None else temperature,
+        top_p=ROLLOUT_TOP_P if top_p is None else top_p,
         logprobs=logprobs,
         token_ids=token_ids,
     )
@@ -157,6 +186,8 @@ def rollout(
     database = resolve_db(settings.db)
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     check_before_run(context, database)
+    if no_sandbox:
+        warn_unconfined()
     where = f"{workers} at a time" if cluster is None else f"on Ray ({cluster.address or 'local'})"
     console.print(
         f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, {where}, database {database}"

@@ -8,21 +8,31 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from webgen_agent.apps.cli.common import (
+    AllowHostFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
     CommandApp,
+    CriticFlag,
+    ErrorLimitFlag,
+    GuiMaxActionsFlag,
+    MaxStepsFlag,
+    NoSandboxFlag,
+    ReplayTestsFlag,
     ReviewFlag,
+    StallStepsFlag,
+    TemperatureFlag,
+    TopPFlag,
     check_before_run,
     console,
     db_option,
     existing_db,
     fail,
     make_context,
-    no_sandbox_option,
     recorded_run,
     run_async,
     with_model_flags,
     with_recorded,
+    with_sampling,
 )
 from webgen_agent.apps.cli.run import finish, review_flag_points
 
@@ -113,15 +123,25 @@ def fork(
     note: Annotated[str, typer.Option(help="A note added to the coder's feedback.")] = "",
     new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the new run.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder of the new run.")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Step budget of the new run (counts all steps).")] = None,
+    max_steps: MaxStepsFlag = None,
+    error_limit: ErrorLimitFlag = None,
+    stall_steps: StallStepsFlag = None,
+    critic: CriticFlag = None,
+    gui_max_actions: GuiMaxActionsFlag = None,
+    temperature: TemperatureFlag = None,
+    top_p: TopPFlag = None,
+    replay_tests: ReplayTestsFlag = None,
     review: ReviewFlag = None,
-    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    no_sandbox: NoSandboxFlag = False,
+    allow_host: AllowHostFlag = None,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
 ) -> None:
-    """Start a new run from step N of RUN_ID; the original run stays intact."""
+    """Start a new run from step N of RUN_ID; the original run stays intact.
+
+    The new run keeps the recorded run's settings; the flags given change them for the new run."""
     from webgen_agent.apps.review import run_with_review
     from webgen_agent.graph.api import fork_run
     from webgen_agent.tools.models import ModelCallError
@@ -133,12 +153,19 @@ def fork(
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
     )
-    if max_steps is not None:
-        recorded["max_steps"] = max_steps
-    points = review_flag_points(review)
-    if points is not None:
-        recorded["review"] = points
-    context = make_context(settings, no_sandbox=no_sandbox, **recorded)
+    changed = {
+        "max_steps": max_steps,
+        "error_limit": error_limit,
+        "stall_steps": stall_steps,
+        "critic": critic,
+        "gui_max_actions": gui_max_actions,
+        "replay_tests": replay_tests,
+        "review": review_flag_points(review),
+    }
+    recorded.update({name: value for name, value in changed.items() if value is not None})
+    context = make_context(
+        with_sampling(settings, temperature, top_p), no_sandbox=no_sandbox, allow_hosts=allow_host, **recorded
+    )
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:
         result = run_async(

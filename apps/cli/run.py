@@ -10,18 +10,28 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from webgen_agent.apps.cli.common import (
-    PROFILE_HELP,
+    AllowHostFlag,
+    AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
     CommandApp,
+    CriticFlag,
+    ErrorLimitFlag,
+    GuiMaxActionsFlag,
     LoopFlag,
     MaxPagesFlag,
+    MaxStepsFlag,
+    NoSandboxFlag,
     OfflinePagesFlag,
+    ProfileFlag,
+    ReplayTestsFlag,
     ReviewFlag,
     RoundsFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
-    allow_host_option,
+    StallStepsFlag,
+    TemperatureFlag,
+    TopPFlag,
     budget_note,
     check_before_run,
     console,
@@ -32,16 +42,14 @@ from webgen_agent.apps.cli.common import (
     fail,
     loop_overrides,
     make_context,
-    no_sandbox_option,
     print_result,
     print_stop,
     recorded_run,
     resolve_db,
     run_async,
     with_model_flags,
+    with_sampling,
 )
-from webgen_agent.core.names import CriticMode
-from webgen_agent.core.profiles.rules import Profile
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -57,14 +65,19 @@ def run(
     requirement: Annotated[str, typer.Argument(help="The website requirement, in natural language.")],
     run_id: Annotated[str | None, typer.Option(help="Name the run (default: generated).")] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ./webgen-runs/RUN_ID).")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Coder steps (default 20).")] = None,
-    error_limit: Annotated[int | None, typer.Option(help="Errored steps before backtracking (default 5).")] = None,
-    critic: Annotated[CriticMode | None, typer.Option(help="template or llm.")] = None,
-    allow_shell: Annotated[bool, typer.Option(help="Run shell actions the coder writes.")] = False,
     group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
-    profile: Annotated[Profile, typer.Option(help=PROFILE_HELP)] = "default",
-    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
-    allow_host: Annotated[list[str] | None, allow_host_option()] = None,
+    max_steps: MaxStepsFlag = None,
+    error_limit: ErrorLimitFlag = None,
+    stall_steps: StallStepsFlag = None,
+    critic: CriticFlag = None,
+    allow_shell: AllowShellFlag = False,
+    gui_max_actions: GuiMaxActionsFlag = None,
+    temperature: TemperatureFlag = None,
+    top_p: TopPFlag = None,
+    replay_tests: ReplayTestsFlag = None,
+    profile: ProfileFlag = "default",
+    no_sandbox: NoSandboxFlag = False,
+    allow_host: AllowHostFlag = None,
     loop: LoopFlag = None,
     critique_rounds: RoundsFlag = None,
     shared_policy: SharedPolicyFlag = False,
@@ -74,17 +87,6 @@ def run(
     review: ReviewFlag = None,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
-    temperature: Annotated[float | None, typer.Option(min=0, help="Coder sampling temperature (default 0.5).")] = None,
-    top_p: Annotated[float | None, typer.Option(min=0, max=1, help="Coder nucleus sampling.")] = None,
-    gui_max_actions: Annotated[int | None, typer.Option(min=1, help="GUI agent action budget (default 15).")] = None,
-    stall_steps: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Loop governor (default profile): steps without a better score before the run goes back to its "
-            "best step, then stops (default 5; 0: off).",
-        ),
-    ] = None,
     *,
     settings: Settings,
 ) -> None:
@@ -96,8 +98,7 @@ def run(
     if not requirement.strip():
         fail('the requirement is empty: say what website to build, e.g. "A todo list with due dates"')
 
-    sampling = {"coder_temperature": temperature, "coder_top_p": top_p}
-    settings = settings.model_copy(update={k: v for k, v in sampling.items() if v is not None})
+    settings = with_sampling(settings, temperature, top_p)
     context = make_context(
         settings,
         no_sandbox=no_sandbox,
@@ -110,6 +111,7 @@ def run(
         allow_shell=allow_shell or None,
         profile=profile,
         offline_pages=offline_pages or None,
+        replay_tests=replay_tests,
         review=review_flag_points(review),
         budget_usd=budget_usd,
         budget_tokens=budget_tokens,
@@ -146,7 +148,8 @@ def run(
 @with_model_flags
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
-    no_sandbox: Annotated[bool, no_sandbox_option()] = False,
+    no_sandbox: NoSandboxFlag = False,
+    allow_host: AllowHostFlag = None,
     review: ReviewFlag = None,
     budget_usd: BudgetUsdFlag = None,
     budget_tokens: BudgetTokensFlag = None,
@@ -183,7 +186,7 @@ def resume(
     points = review_flag_points(review)
     if points is not None:
         changes["review"] = points
-    host = make_context(settings, no_sandbox=no_sandbox)
+    host = make_context(settings, no_sandbox=no_sandbox, allow_hosts=allow_host)
     try:
         context = continued_context(host, recorded, changes)  # what the run goes on with
     except ValueError as exc:
