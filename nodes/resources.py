@@ -138,6 +138,7 @@ class Resources:
                 deps_cache_dir=self.deps_cache_dir,
                 sandbox=context.sandbox,
                 install_retries=rules.install_retries,
+                quiet_install=rules.quiet_install,
                 static_sites=rules.static_sites,
             )
             self._sites[key] = runner

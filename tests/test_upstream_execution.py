@@ -36,6 +36,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
+from webgen_agent.core.context import SandboxSettings
 from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import Step
 from webgen_agent.graph.api import run_requirement
@@ -373,6 +374,39 @@ async def test_npm_install_runs_once_without_retries(tmp_path, deps_cache_dir):
     assert reference_install_error(result.install_log)
     assert len(list((tmp_path / "logs").glob("install-*.log"))) == 1  # one attempt: no --force, no --legacy-peer-deps
     assert "retried" not in (result.error or "")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("profile", ["upstream", "default"])
+async def test_npm_warnings_reach_the_upstream_error_words(tmp_path, profile):
+    """Upstream runs a plain `npm install` and calls the install failed when its output holds "error"
+    anywhere, warnings included: a dependency named error-pages that wants another Node prints an
+    EBADENGINE warning naming it, and npm exits 0. The upstream profile's install prints that
+    warning (its error words then see it); the default one prints errors only."""
+    rules = profile_rules(profile)
+    workspace = tmp_path / "site"
+    (workspace / "error-pages").mkdir(parents=True)
+    (workspace / "error-pages" / "package.json").write_text(
+        json.dumps({"name": "error-pages", "version": "1.0.0", "engines": {"node": ">=99"}})
+    )
+    (workspace / "package.json").write_text(
+        json.dumps({"name": "site", "version": "1.0.0", "dependencies": {"error-pages": "file:./error-pages"}})
+    )
+    runner = SiteRunner(
+        workspace,
+        log_dir=tmp_path / "logs",
+        sandbox=SandboxSettings(enabled=False),  # a local package: nothing to fetch, nothing to confine
+        install_retries=rules.install_retries,
+        quiet_install=rules.quiet_install,
+        static_sites=rules.static_sites,
+    )
+    try:
+        result = await runner.ensure_running()
+    finally:
+        await runner.stop()
+    assert (workspace / "node_modules" / "error-pages").exists()  # npm succeeded either way
+    assert ("EBADENGINE" in result.install_log) == (profile == "upstream"), result.install_log
+    assert reference_install_error(result.install_log) == (profile == "upstream")
 
 
 async def test_a_site_without_package_json_does_not_run(tmp_path):

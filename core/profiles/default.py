@@ -37,6 +37,7 @@ RULES = ProfileRules(
     viewport=None,
     capture_wait_s=None,
     install_retries=("--force", "--legacy-peer-deps"),
+    quiet_install=True,
     default_vite_config=False,
     static_sites=True,
     judge_attempts=3,

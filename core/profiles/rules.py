@@ -99,6 +99,9 @@ class ProfileRules:
     capture_wait_s: float | None
     # npm install: the flags it is retried with after a failure, in order (none: one attempt).
     install_retries: tuple[str, ...]
+    # npm install prints errors only (``--loglevel=error``); else at npm's own default level, its
+    # warnings in the output that ``error_words_in_logs`` reads.
+    quiet_install: bool
     # A default vite.config.js (React plugin) is written when the project has none.
     default_vite_config: bool
     # A project with an index.html and no package.json is served as a static site (else it fails

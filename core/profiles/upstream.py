@@ -57,6 +57,7 @@ RULES = ProfileRules(
     viewport=(1024, 768),  # WebGen-Agent's capture and GUI-agent window
     capture_wait_s=3.0,  # A utils/execute_for_feedback.py `take_screenshot`: driver.get, then sleep(3)
     install_retries=(),  # the agent runs `npm install` once; the retries are WebGen-Bench's
+    quiet_install=False,  # A utils/execute_for_feedback.py `run_commands`: a plain `npm install`
     default_vite_config=True,  # A utils/file_management.py `extract_and_write_files`
     static_sites=False,  # `npm install` and `npm run dev` need a package.json
     judge_attempts=1,  # A utils/get_screenshot_description.py: one call, parsed once

@@ -35,7 +35,10 @@ from webgen_agent.tools.site.project import read_package_json
 
 DEPS_MARKER = ".webgen-deps"  # skipped by snapshots (checkpoints.store.SKIPPED_FILES)
 LOCKFILES = ("package-lock.json", "npm-shrinkwrap.json")
-NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+NPM_INSTALL = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline"]
+# npm's warnings left out of the output (``quiet``): a warning that merely contains the word "error"
+# (a package named error-*, a deprecation notice) is no failure.
+NPM_QUIET = "--loglevel=error"
 # Runs the lifecycle scripts of already-installed dependencies; bin links were made by the install
 # (and node_modules/.bin is read-only then).
 NPM_REBUILD = [
@@ -186,6 +189,7 @@ async def install_dependencies(
     scripts_log_path: Callable[[], Path] | None = None,
     npm_cache: Path | None = None,
     retries: tuple[str, ...] = INSTALL_RETRIES,
+    quiet: bool = True,
 ) -> InstallResult:
     """node_modules for ``key``: from the cache, else by npm (retried with ``retries``' flags, in
     order); then cached.
@@ -194,6 +198,7 @@ async def install_dependencies(
     ``scripts_log_path`` (default ``log_path``) one for the dependencies' install scripts.
     ``npm_cache``: the agent's npm cache; a sandboxed ``npm install`` gets a private copy of it
     (``tools.npm_cache``), made only when npm runs: a tree restored from the dependency cache needs none.
+    ``quiet``: npm prints errors only (else at its own default level, warnings included).
     """
     ws = workspace
     await asyncio.to_thread((ws / DEPS_MARKER).unlink, missing_ok=True)  # never leave a stale marker if we fail
@@ -228,7 +233,7 @@ async def install_dependencies(
             logs.append(log_path())
             return npm_install(
                 ws,
-                [*no_scripts, *extra],
+                [*no_scripts, *([NPM_QUIET] if quiet else []), *extra],
                 timeout_s=timeout_s,
                 log_path=logs[-1],
                 registry=registry,

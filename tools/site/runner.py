@@ -118,12 +118,15 @@ class SiteRunner:
         deps_cache_dir: Path | None = None,
         sandbox: SandboxSettings | None = None,
         install_retries: tuple[str, ...] = INSTALL_RETRIES,
+        quiet_install: bool = True,
         static_sites: bool = True,
     ) -> None:
-        """``install_retries``: the flags a failed install is retried with, in order; ``static_sites``:
-        serve a project with an index.html and no package.json (else it fails at the install stage)."""
+        """``install_retries``: the flags a failed install is retried with, in order; ``quiet_install``:
+        npm prints errors only (else its warnings too); ``static_sites``: serve a project with an
+        index.html and no package.json (else it fails at the install stage)."""
         self.workspace = Path(workspace).resolve()
         self.install_retries = install_retries
+        self.quiet_install = quiet_install
         self.static_sites = static_sites
         # On unless switched off: ``None`` means the default settings.
         settings = sandbox if sandbox is not None else SandboxSettings()
@@ -288,6 +291,7 @@ class SiteRunner:
                         install_ran=install.ran,
                         install_cached=install.cached,
                         install_s=install.seconds,
+                        install_log=install.output or install.log_tail,
                         error='package.json has no "dev", "start" or "serve" script and there is no index.html to serve.',
                     )
                 kind = "static"  # dependencies only (e.g. for a CDN-less static page): serve the files
@@ -351,6 +355,7 @@ class SiteRunner:
             scripts_log_path=lambda: self._log_path("scripts"),
             npm_cache=self.npm_cache,
             retries=self.install_retries,
+            quiet=self.quiet_install,
         )
 
     # -- start ---------------------------------------------------------------------------------
