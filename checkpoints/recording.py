@@ -14,6 +14,7 @@ and ``resume`` then work on server threads as on CLI runs.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,6 +67,9 @@ class RecordsRuns:
         self.runs_database = database
         self._runs: RunIndex | None = None
         self._recorded: set[str] = set()  # threads whose row names this process
+        # A thread's first checkpoint and its task's error are recorded concurrently: one claim each,
+        # else both see no row, and the second insert overwrites the first's fields (its group).
+        self._claiming = threading.Lock()
         # thread -> (checkpoint id, status fields) of a failure or review stop. LangGraph saves a
         # checkpoint and the writes of the task run from it concurrently, so a checkpoint saved
         # after its task's error must not turn the run back to running; a later checkpoint does.
@@ -117,9 +121,14 @@ class RecordsRuns:
     async def _record(self, thread_id: str, fields: dict[str, Any]) -> None:
         runs = await self._index()
         if thread_id not in self._recorded:
-            await asyncio.to_thread(_claim, runs, thread_id, fields)
-            self._recorded.add(thread_id)
+            await asyncio.to_thread(self._claim_once, runs, thread_id, fields)
         await runs.aupdate(thread_id, **fields)
+
+    def _claim_once(self, runs: RunIndex, thread_id: str, fields: dict[str, Any]) -> None:
+        with self._claiming:  # a lock of threads: the saver may serve several event loops
+            if thread_id not in self._recorded:
+                _claim(runs, thread_id, fields)
+                self._recorded.add(thread_id)
 
 
 def _claim(runs: RunIndex, thread_id: str, fields: dict[str, Any]) -> None:

@@ -69,3 +69,17 @@ async def test_a_failing_node_marks_the_thread_failed(tmp_path: Path, db_target:
     record = await asyncio.to_thread(RunIndex(db_target).get, "broken")
     assert record is not None and record.status == "failed" and "requirement" in record.error
     assert record.group_id == "g"
+
+
+async def test_a_first_checkpoint_and_an_error_recorded_at_once_keep_the_group(db_target: str) -> None:
+    """LangGraph saves a thread's first checkpoint and its task's error concurrently: the row is made
+    once, so neither insert overwrites the other's fields (the group was lost now and then)."""
+    async with open_checkpointer(db_target, record_runs=True) as saver:
+        for attempt in range(50):
+            thread = f"t{attempt}"
+            await asyncio.gather(
+                saver._record(thread, {"status": "failed", "error": "KeyError: 'requirement'"}),
+                saver._record(thread, {"status": "running", "group_id": "g", "requirement": "A page."}),
+            )
+    rows = await asyncio.to_thread(RunIndex(db_target).list)
+    assert [(row.group_id, row.requirement) for row in rows] == [("g", "A page.")] * 50

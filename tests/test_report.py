@@ -9,6 +9,7 @@ next to it for people to look at.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from pathlib import Path
 
@@ -172,8 +173,8 @@ async def test_forks_are_shown_as_branches(demo_run) -> None:
     state = await final_state(_db(base), result.run_id)
     parent = RunIndex(_db(base)).get(result.run_id)
     assert parent is not None
-    fork = parent.model_copy(
-        update={"run_id": "demo-fork", "parent_run": parent.run_id, "fork_step": 1, "out_dir": str(base / "fork")}
+    fork = dataclasses.replace(
+        parent, run_id="demo-fork", parent_run=parent.run_id, fork_step=1, out_dir=str(base / "fork")
     )
     store = BlobStore(_db(base))
     try:
