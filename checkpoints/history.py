@@ -1,22 +1,48 @@
-"""A run's history read back from its checkpoints: one row per coder step, plus events."""
+"""A run's history read back from its checkpoints: one row per coder step, plus events.
+
+Read from the checkpointer alone: the saved channel values are the state (reducers already
+applied), so reading a run compiles no graph, and ``history``, ``report`` and ``fork`` import
+neither the nodes nor the model clients to do it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import StateSnapshot
 from pydantic import Field
 
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.core.state import AgentState
 from webgen_agent.core.steps import StepView
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+# The graph's state channels: the rest of a checkpoint's channels are LangGraph's own bookkeeping
+# (``__start__``, ``branch:to:<node>``), which ``graph.aget_state`` leaves out of a snapshot too.
+_STATE_KEYS = frozenset(AgentState.__annotations__)
 
 
 class HistoryRow(StepView):
     """A step as ``history`` shows it: the shared step view and the checkpoint to fork from."""
 
     checkpoint_id: str = Field(description="The checkpoint after this step's last node: fork from here.")
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """One checkpoint of a run: its id and the run's state in it (``StateSnapshot.values``)."""
+
+    checkpoint_id: str
+    values: dict[str, Any]
+
+
+def state_values(channel_values: Mapping[str, Any]) -> dict[str, Any]:
+    """The state fields among a checkpoint's channel values."""
+    return {key: value for key, value in channel_values.items() if key in _STATE_KEYS}
 
 
 async def final_state(db_path: str | Path | Database, run_id: str) -> dict[str, Any]:
@@ -34,34 +60,47 @@ async def final_state(db_path: str | Path | Database, run_id: str) -> dict[str, 
     return {key: value for key, value in found.checkpoint["channel_values"].items() if not key.startswith("__")}
 
 
-async def snapshots(graph: CompiledStateGraph[Any, Any, Any, Any], run_id: str) -> list[StateSnapshot]:
-    """Every checkpoint of the run, oldest first."""
-    found = [s async for s in graph.aget_state_history({"configurable": {"thread_id": run_id}})]
-    found.reverse()
+async def saved_states(saver: BaseCheckpointSaver[Any], run_id: str) -> list[SavedState]:
+    """Every checkpoint of the run's graph, oldest first: what ``graph.aget_state_history`` lists
+    (the top-level namespace, no pending writes applied), without a graph."""
+    config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    found = [
+        SavedState(saved.config["configurable"]["checkpoint_id"], state_values(saved.checkpoint["channel_values"]))
+        async for saved in saver.alist(config)  # type: ignore[arg-type]  # a RunnableConfig
+    ]
+    found.reverse()  # the saver lists newest first
     return found
 
 
-def step_checkpoints(history: list[StateSnapshot]) -> dict[int, StateSnapshot]:
+async def read_history(db_path: str | Path | Database, run_id: str) -> list[SavedState]:
+    """``saved_states`` of a run in the database at ``db_path``."""
+    from webgen_agent.checkpoints.saver import open_checkpointer
+
+    async with open_checkpointer(db_path, record_runs=False) as saver:
+        return await saved_states(saver, run_id)
+
+
+def step_checkpoints(history: list[SavedState]) -> dict[int, SavedState]:
     """Step index -> the last checkpoint taken while that step was the current one."""
-    latest: dict[int, StateSnapshot] = {}
-    for snap in history:
-        current = snap.values.get("current")
+    latest: dict[int, SavedState] = {}
+    for saved in history:
+        current = saved.values.get("current")
         if current is not None:
-            latest[current] = snap
+            latest[current] = saved
     return latest
 
 
-def history_rows(history: list[StateSnapshot]) -> list[HistoryRow]:
+def history_rows(history: list[SavedState]) -> list[HistoryRow]:
     if not history:
         return []
     final = history[-1].values
     by_step = step_checkpoints(history)
     rows = []
     for step in final.get("steps", []):
-        snap = by_step.get(step["index"])
-        rows.append(HistoryRow.of(step, checkpoint_id=snap.config["configurable"]["checkpoint_id"] if snap else ""))
+        saved = by_step.get(step["index"])
+        rows.append(HistoryRow.of(step, checkpoint_id=saved.checkpoint_id if saved else ""))
     return rows
 
 
-def events(history: list[StateSnapshot]) -> list[dict[str, Any]]:
+def events(history: list[SavedState]) -> list[dict[str, Any]]:
     return list(history[-1].values.get("events", [])) if history else []

@@ -9,10 +9,10 @@ not in a run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.runtime import Runtime
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 # The pending-write channels of a task's error and of its interrupts (aput_writes sees these).
 ERROR_CHANNEL = "__error__"
@@ -35,4 +35,8 @@ def waits_before(channel_values: Mapping[str, Any], node: str) -> bool:
 def with_runtime_context(config: RunnableConfig, context: Any) -> RunnableConfig:
     """``config`` carrying ``context`` as the runtime's, for ``update_state`` (whose routers read the
     runtime's context, and which takes no context argument)."""
+    # Imported here: langgraph.runtime pulls in LangGraph's SDK and httpx, which the readers of a
+    # checkpoint (``history``, ``report``) do not need.
+    from langgraph.runtime import Runtime
+
     return {**config, "configurable": {**config.get("configurable", {}), RUNTIME_CONFIG_KEY: Runtime(context=context)}}

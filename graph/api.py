@@ -35,7 +35,6 @@ from webgen_agent.nodes.resources import Resources, bound_resources, use_resourc
 from webgen_agent.tools.browser import browser_unconfined_warning
 from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.netns import shared_network_warning
-from webgen_agent.tools.replay.views import RecordedTest
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox
 
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -322,29 +321,6 @@ async def resume_run(
     )
 
 
-async def run_history(
-    run_id: str, *, db_path: str | Path | Database = DEFAULT_DB
-) -> tuple[list[Any], list[dict[str, Any]]]:
-    """(one HistoryRow per coder step, the run's events) read from the checkpoints."""
-    from webgen_agent.checkpoints.history import events, history_rows, snapshots
-
-    if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is None:
-        raise ValueError(f"no run {run_id} in {Database.of(db_path)}")
-    async with open_checkpointer(db_path, record_runs=False) as saver:
-        history = await snapshots(compile_graph(saver), run_id)
-    return history_rows(history), events(history)
-
-
-async def recorded_tests(run_id: str, *, db_path: str | Path | Database = DEFAULT_DB) -> list[RecordedTest]:
-    """The GUI tests the run recorded (tools/replay), as its final state lists them."""
-    from webgen_agent.checkpoints.history import final_state
-    from webgen_agent.checkpoints.store import BlobStore
-
-    refs = (await final_state(db_path, run_id)).get("replay_tests") or []
-    blobs = BlobStore(db_path)
-    return [RecordedTest.model_validate(await blobs.aget_json(ref["hash"])) for ref in refs]
-
-
 async def fork_run(
     run_id: str,
     *,
@@ -361,7 +337,7 @@ async def fork_run(
 
     The new run continues with a Refiner turn answering step ``step``'s feedback (plus ``note``).
     """
-    from webgen_agent.checkpoints.history import snapshots, step_checkpoints
+    from webgen_agent.checkpoints.history import saved_states, step_checkpoints
     from webgen_agent.nodes.feedback import results_text, template_feedback
 
     runs = await asyncio.to_thread(RunIndex, db_path)
@@ -377,10 +353,10 @@ async def fork_run(
         open_checkpointer(db_path, record_runs=False) as saver,
     ):
         graph = compile_graph(saver)
-        snap = step_checkpoints(await snapshots(graph, run_id)).get(step)
-        if snap is None:
+        saved = step_checkpoints(await saved_states(saver, run_id)).get(step)
+        if saved is None:
             raise ValueError(f"run {run_id} has no step {step}")
-        values = dict(snap.values)
+        values = dict(saved.values)
         blobs = resources.store
         forked_step = values["steps"][step]
         tested = values["steps"][values["edit_step"]] if values.get("edit_step") is not None else None

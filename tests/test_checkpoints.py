@@ -20,12 +20,13 @@ from tests.postgres import fresh_db
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
-from webgen_agent.checkpoints.history import final_state, snapshots
+from webgen_agent.checkpoints.history import final_state, saved_states
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.graph.api import fork_run, run_history, run_requirement
+from webgen_agent.graph.api import fork_run, run_requirement
 from webgen_agent.graph.builder import compile_graph
+from webgen_agent.graph.history import run_history
 
 pytestmark = pytest.mark.e2e
 REQUIREMENT = "A notes page that shows the user's notes."
@@ -79,9 +80,17 @@ async def test_backtracks_to_the_best_step_after_five_errored_steps(backtrack_ru
 async def test_backtrack_is_its_own_node_in_the_checkpoint_history(backtrack_run):
     _, db = backtrack_run
     async with open_checkpointer(db) as saver:
-        history = await snapshots(compile_graph(saver), "bt")
+        history = [s async for s in compile_graph(saver).aget_state_history({"configurable": {"thread_id": "bt"}})]
+        saved = await saved_states(saver, "bt")
     before_backtrack = [s for s in history if s.next == ("backtrack",)]
     assert len(before_backtrack) == 1 and before_backtrack[0].values["current"] == 5
+    # Read without the graph, the checkpoints are the graph's own snapshots (oldest first); a
+    # snapshot also shows a list channel never written yet as its empty start value.
+    history.reverse()
+    assert [s.checkpoint_id for s in saved] == [s.config["configurable"]["checkpoint_id"] for s in history]
+    for mine, graphs in zip(saved, history, strict=True):
+        assert mine.values == {key: value for key, value in graphs.values.items() if key in mine.values}
+        assert not any(value for key, value in graphs.values.items() if key not in mine.values)
     rows, events = await run_history("bt", db_path=db)
     assert [r.index for r in rows] == list(range(7)) and all(r.checkpoint_id for r in rows)
     assert events[0]["kind"] == "backtrack"

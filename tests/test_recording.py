@@ -19,8 +19,8 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import open_checkpointer
-from webgen_agent.graph.api import run_history
 from webgen_agent.graph.builder import compile_graph
+from webgen_agent.graph.history import run_history
 from webgen_agent.nodes.resources import Resources, use_resources
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,8 @@ from webgen_agent.checkpoints.export import rewards_records
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import load_trajectories
-from webgen_agent.graph.api import recorded_tests, run_history, run_requirement
+from webgen_agent.graph.api import run_requirement
+from webgen_agent.graph.history import recorded_tests, run_history
 from webgen_agent.tools.replay.views import RecordedTest
 
 REQUIREMENT = "A todo app: add todos, mark them done, and show how many there are and how many are done."

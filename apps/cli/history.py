@@ -53,7 +53,7 @@ def history(
     from webgen_agent.checkpoints.outputs import event_line
     from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.money import add_costs, usd_text
-    from webgen_agent.graph.api import recorded_tests, run_history
+    from webgen_agent.graph.history import recorded_tests, run_history
 
     database = existing_db(db)
     record = recorded_run(database, run_id)
