@@ -3,7 +3,8 @@
 Not timed (a loaded CI machine would make a timing flaky): the start-up figure is measured by
 benchmarks/cli_start.py (docs/performance.md). These tests pin what makes it fast: the command
 modules import the agent (LangGraph, model clients, browser, settings models) only inside the
-commands that run it.
+commands that run it, and the commands that read a recorded run (``history``, ``report``) read its
+checkpoints without the graph, the nodes, the model clients or the browser.
 """
 
 from __future__ import annotations
@@ -40,20 +41,22 @@ _LOADED = """
 import json, sys
 argv = sys.argv[1:]
 from webgen_agent.apps.cli.main import app
+code = 0
 if argv:
     try:
         app(argv, prog_name="webgen-agent")
-    except SystemExit:
-        pass
+    except SystemExit as exit:
+        code = exit.code
 print(json.dumps(sorted(sys.modules)))
+sys.exit(code)
 """
 
 
 def _modules_after(*argv: str) -> set[str]:
-    """The modules a fresh process holds after importing the command line (and running ``argv``)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120, check=True
-    )
+    """The modules a fresh process holds after importing the command line (and running ``argv``,
+    which must succeed)."""
+    done = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
@@ -111,6 +114,44 @@ def test_the_default_database_is_the_settings_one(monkeypatch, tmp_path, spellin
         monkeypatch.setenv(spelling, str(tmp_path / "runs.db"))
     assert database_from_environment() == Settings().db
     assert database_from_environment() == (str(tmp_path / "runs.db") if spelling else str(DEFAULT_DB))
+
+
+# Never imported to read a recorded run (``history``, ``report``): the graph, its nodes, the model
+# clients and the browser. Reading a checkpoint needs LangGraph's checkpointer and serializer, which
+# import LangChain's message and runnable classes; nothing else of LangGraph.
+NOT_FOR_READING = (
+    "langchain_openai",
+    "openai",
+    "httpx",
+    "browser_use",
+    "playwright",
+    "torch",
+    "ray",
+    "langsmith",
+    "langgraph_sdk",
+    "webgen_agent.graph.api",
+    "webgen_agent.graph.builder",
+    "webgen_agent.nodes",
+    "webgen_agent.tools.models",
+    "webgen_agent.tools.browser",
+)
+CHECKPOINT_READING = ("langgraph.checkpoint", "langgraph.store")  # the saver and its serializer
+
+
+@pytest.mark.e2e  # the command line as a process, on the session's demo run
+@pytest.mark.parametrize("command", ["history", "report"])
+def test_reading_a_recorded_run_loads_no_graph_models_or_browser(command: str, demo_run, tmp_path) -> None:
+    result, base = demo_run
+    argv = [command, result.run_id, "--db", str(base / "db" / "webgen.db")]
+    if command == "report":
+        argv += ["--out", str(tmp_path / "report.html")]
+    modules = _modules_after(*argv)
+    assert f"webgen_agent.apps.cli.{command}" in modules and "webgen_agent.checkpoints.saver" in modules
+    assert sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in NOT_FOR_READING)) == []
+    langgraph = [m for m in modules if m.startswith("langgraph.")]
+    assert [m for m in langgraph if not m.startswith(CHECKPOINT_READING)] == []
+    if command == "report":
+        assert "score-timeline" in (tmp_path / "report.html").read_text()
 
 
 def _command_names() -> list[str]:
