@@ -1,4 +1,5 @@
-"""How long the command line takes to start: ``--help`` and the read commands' help.
+"""How long the command line takes to start: ``--help``, the read commands' help, and ``history``
+and ``report`` of a real recorded run (the offline demo's, recorded first).
 
 Each command runs in a fresh process; the figures are the medians of its wall time, its CPU time
 (user + system: what the process itself did, less moved by other work on a shared machine) and its
@@ -57,10 +58,37 @@ def _empty_database(folder: Path) -> str:
     return str(path)
 
 
+def _recorded_run(folder: Path) -> tuple[str, str]:
+    """(run id, database) of the offline demo's run, recorded in a process of its own (as above)."""
+    database = folder / "demo.db"
+    record = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from webgen_agent.apps.demo import run_demo\n"
+        "result = asyncio.run(run_demo(out_dir=Path(sys.argv[1]), db_path=sys.argv[2]))\n"
+        "assert result.status == 'finished', result.status\n"
+        "print(result.run_id)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", record, str(folder / "demo"), str(database)], check=True, capture_output=True, text=True
+    )
+    return done.stdout.split()[-1], str(database)
+
+
+def _read_commands(folder: Path) -> dict[str, list[str]]:
+    """``runs`` on an empty database, ``history`` and ``report`` of a recorded run."""
+    run_id, database = _recorded_run(folder)
+    return {
+        "runs_listing": ["runs", "--db", _empty_database(folder)],
+        "history_run": ["history", run_id, "--db", database],
+        "report_run": ["report", run_id, "--db", database, "--out", str(folder / "report.html")],
+    }
+
+
 async def main() -> dict[str, float]:
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="cli-start-") as folder:
-        commands = {**COMMANDS, "runs_listing": ["runs", "--db", _empty_database(Path(folder))]}
+        commands = {**COMMANDS, **_read_commands(Path(folder))}
         for name, argv in commands.items():
             samples = [_start(argv) for _ in range(RUNS)]
             figures[f"{name}_s"] = median(s for s, _, _ in samples)
