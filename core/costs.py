@@ -8,12 +8,14 @@ a run's cost are sums, unknown as soon as one of their parts is.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from webgen_agent.core.context import Prices, Role
 from webgen_agent.core.money import add_costs, usd_text
+
+if TYPE_CHECKING:  # the settings module (pydantic-settings): not needed to read what a run spent
+    from webgen_agent.core.context import Prices, Role
 
 MILLION = 1_000_000
 
