@@ -19,6 +19,7 @@ from webgen_agent.core.state import AgentState
 from webgen_agent.core.steps import StepView
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
 # The graph's state channels: the rest of a checkpoint's channels are LangGraph's own bookkeeping
@@ -63,10 +64,10 @@ async def final_state(db_path: str | Path | Database, run_id: str) -> dict[str, 
 async def saved_states(saver: BaseCheckpointSaver[Any], run_id: str) -> list[SavedState]:
     """Every checkpoint of the run's graph, oldest first: what ``graph.aget_state_history`` lists
     (the top-level namespace, no pending writes applied), without a graph."""
-    config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
     found = [
         SavedState(saved.config["configurable"]["checkpoint_id"], state_values(saved.checkpoint["channel_values"]))
-        async for saved in saver.alist(config)  # type: ignore[arg-type]  # a RunnableConfig
+        async for saved in saver.alist(config)
     ]
     found.reverse()  # the saver lists newest first
     return found
