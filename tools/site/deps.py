@@ -233,11 +233,12 @@ async def install_dependencies(
             logs.append(log_path())
             return npm_install(
                 ws,
-                [*no_scripts, *([NPM_QUIET] if quiet else []), *extra],
+                [*no_scripts, *extra],
                 timeout_s=timeout_s,
                 log_path=logs[-1],
                 registry=registry,
                 sandbox=npm_sandbox,
+                quiet=quiet,
             )
 
         result = await attempt([])
@@ -418,10 +419,11 @@ async def npm_install(
     log_path: Path,
     registry: ProcessRegistry | None,
     sandbox: Confinement | None = None,
+    quiet: bool = True,
 ) -> CommandResult:
-    """One ``npm install`` in ``workspace`` with ``extra`` flags."""
+    """One ``npm install`` in ``workspace`` with ``extra`` flags (``quiet``: errors only)."""
     return await run_command(
-        [*NPM_INSTALL, *extra],
+        [*NPM_INSTALL, *([NPM_QUIET] if quiet else []), *extra],
         cwd=workspace,
         timeout_s=timeout_s,
         log_path=log_path,
