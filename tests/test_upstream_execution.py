@@ -38,13 +38,14 @@ from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.core.profiles import environment_rules, profile_rules
+from webgen_agent.core.profiles.rules import Profile
 from webgen_agent.core.state import Step
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.routers import route_after_critic, route_after_judge
 from webgen_agent.nodes.feedback import CHARS_PER_TOKEN, clipped_log, upstream_feedback
 from webgen_agent.nodes.prompts import UPSTREAM_FEEDBACK
 from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.site import SiteRunner
+from webgen_agent.tools.site import ExecutionResult, SiteRunner
 
 INFERENCE = environment_rules("upstream", "inference")
 ROLLOUT = environment_rules("upstream", "rollout")
@@ -352,24 +353,31 @@ def reference_install_error(output: str) -> bool:
     return "error" in output.lower()
 
 
+async def run_site_as(profile: Profile, workspace: Path, log_dir: Path, **settings: Any) -> ExecutionResult:
+    """Install and start ``workspace`` once as ``profile``'s runs do (its install and site rules, as
+    nodes/resources.py gives them to the runner), then stop it."""
+    rules = profile_rules(profile)
+    runner = SiteRunner(
+        workspace,
+        log_dir=log_dir,
+        install_retries=rules.install_retries,
+        quiet_install=rules.quiet_install,
+        static_sites=rules.static_sites,
+        **settings,
+    )
+    try:
+        return await runner.ensure_running()
+    finally:
+        await runner.stop()
+
+
 @pytest.mark.e2e
 async def test_npm_install_runs_once_without_retries(tmp_path, deps_cache_dir):
-    rules = profile_rules("upstream")
     workspace = tmp_path / "site"
     workspace.mkdir()
     (workspace / "package.json").write_text(json.dumps(PEER_CONFLICT))
     (workspace / "index.html").write_text("<h1>Hi</h1>")
-    runner = SiteRunner(
-        workspace,
-        log_dir=tmp_path / "logs",
-        deps_cache_dir=deps_cache_dir,
-        install_retries=rules.install_retries,
-        static_sites=rules.static_sites,
-    )
-    try:
-        result = await runner.ensure_running()
-    finally:
-        await runner.stop()
+    result = await run_site_as("upstream", workspace, tmp_path / "logs", deps_cache_dir=deps_cache_dir)
     assert not result.ok and result.stage == "install" and "ERESOLVE" in result.install_log
     assert reference_install_error(result.install_log)
     assert len(list((tmp_path / "logs").glob("install-*.log"))) == 1  # one attempt: no --force, no --legacy-peer-deps
@@ -383,7 +391,6 @@ async def test_npm_warnings_reach_the_upstream_error_words(tmp_path, profile):
     anywhere, warnings included: a dependency named error-pages that wants another Node prints an
     EBADENGINE warning naming it, and npm exits 0. The upstream profile's install prints that
     warning (its error words then see it); the default one prints errors only."""
-    rules = profile_rules(profile)
     workspace = tmp_path / "site"
     (workspace / "error-pages").mkdir(parents=True)
     (workspace / "error-pages" / "package.json").write_text(
@@ -392,28 +399,16 @@ async def test_npm_warnings_reach_the_upstream_error_words(tmp_path, profile):
     (workspace / "package.json").write_text(
         json.dumps({"name": "site", "version": "1.0.0", "dependencies": {"error-pages": "file:./error-pages"}})
     )
-    runner = SiteRunner(
-        workspace,
-        log_dir=tmp_path / "logs",
-        sandbox=SandboxSettings(enabled=False),  # a local package: nothing to fetch, nothing to confine
-        install_retries=rules.install_retries,
-        quiet_install=rules.quiet_install,
-        static_sites=rules.static_sites,
-    )
-    try:
-        result = await runner.ensure_running()
-    finally:
-        await runner.stop()
+    # A local package: nothing to fetch, nothing to confine.
+    result = await run_site_as(profile, workspace, tmp_path / "logs", sandbox=SandboxSettings(enabled=False))
     assert (workspace / "node_modules" / "error-pages").exists()  # npm succeeded either way
     assert ("EBADENGINE" in result.install_log) == (profile == "upstream"), result.install_log
     assert reference_install_error(result.install_log) == (profile == "upstream")
 
 
 async def test_a_site_without_package_json_does_not_run(tmp_path):
-    rules = profile_rules("upstream")
     (tmp_path / "index.html").write_text("<h1>Static</h1>")
-    runner = SiteRunner(tmp_path, log_dir=tmp_path.parent / f"{tmp_path.name}-logs", static_sites=rules.static_sites)
-    result = await runner.ensure_running()
+    result = await run_site_as("upstream", tmp_path, tmp_path.parent / f"{tmp_path.name}-logs")
     assert (result.ok, result.stage, result.url) == (False, "install", None)
     assert reference_install_error(result.install_log)  # what npm prints without a package.json
 
