@@ -329,9 +329,10 @@ def make_context(
     from webgen_agent.core.errors import ConfigError
     from webgen_agent.tools.sandbox import require_sandbox
 
+    sandbox = sandbox_settings(no_sandbox, allow_hosts, recorded=overrides.get("sandbox"))
+    if sandbox is not None:
+        overrides["sandbox"] = sandbox
     try:
-        if no_sandbox or allow_hosts:
-            overrides["sandbox"] = _sandbox_flags(overrides.get("sandbox"), no_sandbox, allow_hosts or [])
         context = settings.to_context(**{k: v for k, v in overrides.items() if v is not None})
         if context.sandbox.enabled and check_sandbox:
             require_sandbox()
@@ -360,15 +361,17 @@ def check_before_run(context: AgentContext, database: Database | None) -> None:
             errors.print(f"[yellow]warning:[/yellow] {escape(check.line())}", soft_wrap=True)
 
 
-def sandbox_settings(no_sandbox: bool, allow_hosts: list[str] | None) -> SandboxSettings | None:
-    """The sandbox ``--no-sandbox`` / ``--allow-host`` ask for (None without them: the defaults); a bad
-    host ends the command with one line."""
+def sandbox_settings(
+    no_sandbox: bool, allow_hosts: list[str] | None, *, recorded: Any = None
+) -> SandboxSettings | None:
+    """The sandbox ``--no-sandbox`` / ``--allow-host`` ask for, over a continued run's ``recorded``
+    one (else the defaults); None without those flags. A bad host ends the command with one line."""
     from webgen_agent.core.errors import ConfigError
 
     if not (no_sandbox or allow_hosts):
         return None
     try:
-        return _sandbox_flags(None, no_sandbox, allow_hosts or [])
+        return _sandbox_flags(recorded, no_sandbox, allow_hosts or [])
     except ConfigError as exc:
         fail(str(exc))
 

@@ -48,7 +48,7 @@ NPM_REBUILD = [
     "--ignore-scripts=false",
     "--no-audit",
     "--no-fund",
-    "--loglevel=error",
+    NPM_QUIET,
 ]
 INSTALL_RETRIES = ("--force", "--legacy-peer-deps")  # flags of the retries after a failed install, in order
 # Build caches the dependency cache must not carry from one project to another.
