@@ -404,9 +404,9 @@ def test_rollout_on_ray_keeps_a_whole_budget_and_a_rerun_continues(tmp_path, chr
 @pytest.mark.e2e
 async def test_bench_generation_on_ray_keeps_a_whole_budget(tmp_path, chromium_path, ray_address):
     from tests.test_costs import REQUIREMENT, charged, priced_context, tokens_of
-    from webgen_agent.apps.bench.config import EvalSettings
+    from webgen_agent.apps.bench.config import BenchSetup, EvalSettings
     from webgen_agent.apps.bench.service import Generator
-    from webgen_agent.apps.cluster.bench import BenchSetup, bench_on_ray
+    from webgen_agent.apps.cluster.bench import bench_on_ray
     from webgen_agent.core.costs import Budget, Spending
     from webgen_agent.tools.webgen_bench import load_records
 

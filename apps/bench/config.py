@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.core.context import ModelSettings, Role, SandboxSettings, Settings
+from webgen_agent.core.context import AgentContext, ModelSettings, Role, SandboxSettings, Settings
 from webgen_agent.core.errors import ConfigError
 
 
@@ -98,3 +98,13 @@ def eval_settings(settings: Settings, flags: EvalModelFlags, **limits: object) -
             **{k: v for k, v in limits.items() if v is not None},
         }
     )
+
+
+class BenchSetup(BaseModel):
+    """What every actor of one benchmark invocation needs (sent once, when it starts)."""
+
+    out_dir: str
+    name: str
+    eval_settings: EvalSettings
+    context: AgentContext | None = Field(default=None, description="None: evaluate sites made elsewhere.")
+    retry_errors: bool = False

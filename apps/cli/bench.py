@@ -54,7 +54,9 @@ from webgen_agent.apps.cli.common import (
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from webgen_agent.apps.bench.service import RemoteBenchFactory
     from webgen_agent.apps.bench.views import BenchSummary, Rates
+    from webgen_agent.apps.cluster.settings import RaySettings
     from webgen_agent.core.context import Settings
 
 app = CommandApp()
@@ -303,7 +305,7 @@ def bench(
                 notify=_notify,
                 deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
                 spending=spending,
-                ray=cluster,
+                remote=_on_ray(cluster),
             )
         )
     except ConfigError as exc:
@@ -319,3 +321,12 @@ def bench(
     console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
     if summary.overall.missing:
         raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one
+
+
+def _on_ray(cluster: RaySettings | None) -> RemoteBenchFactory | None:
+    """``run_bench``'s generation and evaluation on Ray for ``--ray`` (imported only then)."""
+    if cluster is None:
+        return None
+    from webgen_agent.apps.cluster.bench import on_ray
+
+    return on_ray(cluster)

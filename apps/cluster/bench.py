@@ -17,28 +17,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from webgen_agent.apps.bench.config import EvalSettings
+from webgen_agent.apps.bench.config import BenchSetup
 from webgen_agent.apps.bench.evaluate import Evaluator, Notify, RemoteSite
-from webgen_agent.apps.bench.service import Generator, bench_run_id
+from webgen_agent.apps.bench.service import Generator, RemoteBenchFactory, bench_run_id
 from webgen_agent.apps.bench.views import CaseResult, GenerationRecord, SiteResult
 from webgen_agent.apps.cluster.actor import Item, emit
 from webgen_agent.apps.cluster.driver import GIVEN_UP, RayPool
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.core.context import AgentContext, dump_with_secrets
+from webgen_agent.core.context import dump_with_secrets
 from webgen_agent.core.costs import Spending
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
-
-
-class BenchSetup(BaseModel):
-    """What every actor of one benchmark invocation needs (sent once, when it starts)."""
-
-    out_dir: str
-    name: str
-    eval_settings: EvalSettings
-    context: AgentContext | None = Field(default=None, description="None: evaluate sites made elsewhere.")
-    retry_errors: bool = False
 
 
 class BenchJob(BaseModel):
@@ -174,6 +164,11 @@ class BenchOnRay:
                 self.notify(f"{record.id}: evaluation not finished - {GIVEN_UP}")
 
         return evaluate
+
+
+def on_ray(settings: RaySettings) -> RemoteBenchFactory:
+    """``run_bench``'s ``remote``: generation and evaluation on the Ray actors ``settings`` describe."""
+    return functools.partial(bench_on_ray, settings)
 
 
 @contextlib.asynccontextmanager
