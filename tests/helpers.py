@@ -204,3 +204,11 @@ async def save_finished_run(saver: Any, runs: Any, values: dict[str, Any], *, st
         RunRecord(run_id=run_id, group_id=values["group_id"], requirement=values["requirement"], out_dir="/dev/null")
     )
     runs.update(run_id, status="finished", steps=steps)
+
+
+def pids_limit_enforced() -> bool:
+    """Whether a fork bomb inside the sandbox is stopped at ``max_pids`` on this machine (as root, only
+    a writable pids cgroup caps processes; otherwise the sandbox's ``prlimit --nproc`` does)."""
+    from webgen_agent.tools.limits import cgroup_parent
+
+    return cgroup_parent("pids") is not None or os.geteuid() != 0

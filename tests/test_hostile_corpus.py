@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import pids_limit_enforced
 from tests.hostile_corpus import FILES, NPM, PAGES, Case
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted import server as scripted_server
@@ -28,7 +29,7 @@ from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.graph.api import run_requirement
-from webgen_agent.tools.sandbox import pids_limit_enforced, sandbox_problem
+from webgen_agent.tools.sandbox import sandbox_problem
 from webgen_agent.tools.site import free_port
 
 pytestmark = [

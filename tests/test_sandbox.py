@@ -17,13 +17,12 @@ import httpx
 import psutil
 import pytest
 
-from tests.helpers import eventually
+from tests.helpers import eventually, pids_limit_enforced
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import (
     Confinement,
     SandboxUnavailable,
-    pids_limit_enforced,
     require_sandbox,
     sandbox_problem,
 )

@@ -1,11 +1,12 @@
 """The WebGen-Bench loader against the facts of the shipped samples."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from webgen_agent.tools.webgen_bench import BenchDataError, category_counts, load_records
+from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
 SAMPLE = Path(__file__).parent / "data" / "webgen-bench-sample.jsonl"
 TRAIN = Path(__file__).parent / "data" / "webgen-bench-train-sample.jsonl"
@@ -14,7 +15,10 @@ TRAIN = Path(__file__).parent / "data" / "webgen-bench-train-sample.jsonl"
 def test_sample_counts_by_category():
     records = load_records(SAMPLE)
     assert [r.id for r in records] == [f"00000{n}" for n in range(1, 10)]
-    counts = category_counts(records)
+    counts = {
+        "instructions": Counter(r.category.primary_category for r in records),
+        "test_cases": Counter(c.task_category.primary_category for r in records for c in r.test_cases),
+    }
     assert counts["instructions"] == {"Data Management": 3, "User Interaction": 3, "Content Presentation": 3}
     assert sum(len(r.test_cases) for r in records) == 58
     assert sum(counts["test_cases"].values()) == 58

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.core.errors import ConfigError
-from webgen_agent.tools.limits import cgroup_parent, disk_usage
+from webgen_agent.tools.limits import disk_usage
 from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, bridge_command, bwrap_args, proxy_env, registry_hosts
 from webgen_agent.tools.seccomp import seccomp_problem
 
@@ -348,11 +348,6 @@ class Confinement:
             *argv,
         ]
         return args
-
-
-def pids_limit_enforced() -> bool:
-    """Whether a fork bomb inside the sandbox is stopped at ``max_pids`` on this machine."""
-    return cgroup_parent("pids") is not None or os.geteuid() != 0
 
 
 # -- the dependency cache -------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
@@ -67,11 +66,3 @@ def load_records(path: str | Path, *, ids: list[str] | None = None, limit: int |
     if missing and limit is None:
         raise BenchDataError(f"{path}: ids not found: {', '.join(sorted(missing))}")
     return records
-
-
-def category_counts(records: list[BenchRecord]) -> dict[str, Counter[str]]:
-    """Counts of instruction categories and of test-case categories."""
-    return {
-        "instructions": Counter(r.category.primary_category for r in records),
-        "test_cases": Counter(c.task_category.primary_category for r in records for c in r.test_cases),
-    }
