@@ -59,6 +59,10 @@ def test_public_api_is_reexported_lazily() -> None:
         "ReviewDecision",
     ):
         assert name in webgen_agent.__all__ and getattr(webgen_agent, name) is not None
+    # The one list (the package's TYPE_CHECKING imports) is what resolves: every public name imports.
+    assert len(webgen_agent.__all__) == len(set(webgen_agent.__all__)) == 20
+    for name in webgen_agent.__all__:
+        assert getattr(webgen_agent, name) is not None and name in dir(webgen_agent)
     from webgen_agent.graph.api import run_requirement
     from webgen_agent.graph.builder import compile_graph
 

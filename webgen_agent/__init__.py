@@ -23,71 +23,52 @@ model client imports until something needs them).
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS: dict[str, str] = {
-    "AgentContext": "webgen_agent.core.context",
-    "ModelSettings": "webgen_agent.core.context",
-    "Settings": "webgen_agent.core.context",
-    "AgentState": "webgen_agent.core.state",
-    "InputState": "webgen_agent.core.state",
-    "OutputState": "webgen_agent.core.state",
-    "ProgressEvent": "webgen_agent.core.events",
-    "ReviewDecision": "webgen_agent.core.views",
-    "ReviewRequest": "webgen_agent.core.views",
-    "Step": "webgen_agent.core.state",
-    "build_graph": "webgen_agent.graph.builder",
-    "compile_graph": "webgen_agent.graph.builder",
-    "RunResult": "webgen_agent.graph.api",
-    "run_requirement": "webgen_agent.graph.api",
-    "resume_run": "webgen_agent.graph.api",
-    "Resources": "webgen_agent.nodes.resources",
-    "use_resources": "webgen_agent.nodes.resources",
-    "open_checkpointer": "webgen_agent.checkpoints.saver",
-    "scripted_models": "webgen_agent.apps.demo",
-}
-
-__all__ = [
-    "AgentContext",
-    "AgentState",
-    "InputState",
-    "ModelSettings",
-    "OutputState",
-    "ProgressEvent",
-    "Resources",
-    "ReviewDecision",
-    "ReviewRequest",
-    "RunResult",
-    "Settings",
-    "Step",
-    "__version__",
-    "build_graph",
-    "compile_graph",
-    "open_checkpointer",
-    "resume_run",
-    "run_requirement",
-    "scripted_models",
-    "use_resources",
-]
-
+# The public names: this block is their one list. Type checkers read it as it stands; at run time
+# it is not executed but read (below) into where each name is imported from on first use.
 if TYPE_CHECKING:
-    from webgen_agent.apps.demo import scripted_models
-    from webgen_agent.checkpoints.saver import open_checkpointer
-    from webgen_agent.core.context import AgentContext, ModelSettings, Settings
-    from webgen_agent.core.events import ProgressEvent
-    from webgen_agent.core.state import (
-        AgentState,
-        InputState,
-        OutputState,
-        Step,
-    )
-    from webgen_agent.core.views import ReviewDecision, ReviewRequest
-    from webgen_agent.graph.api import RunResult, resume_run, run_requirement
-    from webgen_agent.graph.builder import build_graph, compile_graph
-    from webgen_agent.nodes.resources import Resources, use_resources
+    from webgen_agent.apps.demo import scripted_models as scripted_models
+    from webgen_agent.checkpoints.saver import open_checkpointer as open_checkpointer
+    from webgen_agent.core.context import AgentContext as AgentContext
+    from webgen_agent.core.context import ModelSettings as ModelSettings
+    from webgen_agent.core.context import Settings as Settings
+    from webgen_agent.core.events import ProgressEvent as ProgressEvent
+    from webgen_agent.core.state import AgentState as AgentState
+    from webgen_agent.core.state import InputState as InputState
+    from webgen_agent.core.state import OutputState as OutputState
+    from webgen_agent.core.state import Step as Step
+    from webgen_agent.core.views import ReviewDecision as ReviewDecision
+    from webgen_agent.core.views import ReviewRequest as ReviewRequest
+    from webgen_agent.graph.api import RunResult as RunResult
+    from webgen_agent.graph.api import resume_run as resume_run
+    from webgen_agent.graph.api import run_requirement as run_requirement
+    from webgen_agent.graph.builder import build_graph as build_graph
+    from webgen_agent.graph.builder import compile_graph as compile_graph
+    from webgen_agent.nodes.resources import Resources as Resources
+    from webgen_agent.nodes.resources import use_resources as use_resources
+
+
+def _public_names() -> dict[str, str]:
+    """Name -> module, from the ``if TYPE_CHECKING:`` block above (the standard library's ast: no
+    import of the modules themselves, so ``import webgen_agent`` stays cheap)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {
+        alias.asname or alias.name: statement.module
+        for statement in block.body
+        if isinstance(statement, ast.ImportFrom) and statement.module
+        for alias in statement.names
+    }
+
+
+_EXPORTS = _public_names()
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
