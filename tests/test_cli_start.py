@@ -75,7 +75,7 @@ def test_the_command_line_starts_without_the_agent(argv: tuple[str, ...]) -> Non
     assert "webgen_agent.apps.cli.main" in modules
     assert _heavy(modules) == []
     # Typer validates the values a command is given with pydantic; help needs none of it (Typer's
-    # own flags, left at None, used to be coerced through it: apps/cli/common.py).
+    # own flags, left at None, used to be coerced through it: apps/cli/base.py).
     assert "pydantic" not in modules
 
 

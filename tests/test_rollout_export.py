@@ -25,7 +25,7 @@ import pytest
 
 from tests.helpers import checkpoint_count, group_alive, owned_groups
 from tests.postgres import fresh_db
-from webgen_agent.apps.cli.common import split_values
+from webgen_agent.apps.cli.base import split_values
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
 from webgen_agent.apps.scripted import server as scripted_server

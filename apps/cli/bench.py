@@ -8,14 +8,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.apps.cli.common import (
-    ActorsFlag,
+from webgen_agent.apps.cli.agent_flags import (
     AllowHostFlag,
     AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
-    CommandApp,
-    CpusPerRunFlag,
     CriticFlag,
     ErrorLimitFlag,
     GuiMaxActionsFlag,
@@ -25,30 +22,33 @@ from webgen_agent.apps.cli.common import (
     NoSandboxFlag,
     OfflinePagesFlag,
     ProfileFlag,
-    RayCommand,
-    RayFlag,
     ReplayTestsFlag,
     RoundsFlag,
-    RunsPerActorFlag,
     ScaffoldFlag,
     SharedPolicyFlag,
     StallStepsFlag,
     TemperatureFlag,
     TopPFlag,
-    check_before_run,
-    console,
-    errors,
-    fail,
     loop_overrides,
+)
+from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, split_values
+from webgen_agent.apps.cli.common import (
+    check_before_run,
     make_context,
-    ray_settings,
     resolve_db,
     sandbox_settings,
-    split_values,
     warn_unconfined,
     whole_budget,
-    with_model_flags,
     with_sampling,
+)
+from webgen_agent.apps.cli.model_flags import with_model_flags
+from webgen_agent.apps.cli.ray_flags import (
+    ActorsFlag,
+    CpusPerRunFlag,
+    RayCommand,
+    RayFlag,
+    RunsPerActorFlag,
+    ray_settings,
 )
 
 if TYPE_CHECKING:

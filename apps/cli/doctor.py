@@ -6,14 +6,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import (
-    CommandApp,
-    console,
-    make_context,
-    no_sandbox_option,
-    resolve_db,
-    with_model_flags,
-)
+from webgen_agent.apps.cli.agent_flags import no_sandbox_option
+from webgen_agent.apps.cli.base import CommandApp, console
+from webgen_agent.apps.cli.common import make_context, resolve_db
+from webgen_agent.apps.cli.model_flags import with_model_flags
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings

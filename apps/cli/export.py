@@ -8,16 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from webgen_agent.apps.cli.common import (
+from webgen_agent.apps.cli.agent_flags import (
     AGENT_PANEL,
-    BUDGET_EXIT_CODE,
-    ActorsFlag,
     AllowHostFlag,
     AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
-    CommandApp,
-    CpusPerRunFlag,
     CriticFlag,
     GuiMaxActionsFlag,
     LoopFlag,
@@ -26,29 +22,32 @@ from webgen_agent.apps.cli.common import (
     NoSandboxFlag,
     OfflinePagesFlag,
     ProfileFlag,
-    RayCommand,
-    RayFlag,
     ReplayTestsFlag,
     RoundsFlag,
-    RunsPerActorFlag,
     ScaffoldFlag,
     StallStepsFlag,
     TemperatureFlag,
     TopPFlag,
-    check_before_run,
-    console,
-    db_option,
-    errors,
-    existing_db,
-    fail,
     loop_overrides,
+)
+from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, split_values
+from webgen_agent.apps.cli.common import (
+    BUDGET_EXIT_CODE,
+    check_before_run,
+    existing_db,
     make_context,
-    ray_settings,
     resolve_db,
-    split_values,
     warn_unconfined,
     whole_budget,
-    with_model_flags,
+)
+from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
+from webgen_agent.apps.cli.ray_flags import (
+    ActorsFlag,
+    CpusPerRunFlag,
+    RayCommand,
+    RayFlag,
+    RunsPerActorFlag,
+    ray_settings,
 )
 from webgen_agent.apps.rollout.settings import (
     ROLLOUT_MAX_STEPS,

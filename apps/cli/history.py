@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import (
+from webgen_agent.apps.cli.agent_flags import (
     AllowHostFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
-    CommandApp,
     CriticFlag,
     ErrorLimitFlag,
     GuiMaxActionsFlag,
@@ -22,18 +21,17 @@ from webgen_agent.apps.cli.common import (
     StallStepsFlag,
     TemperatureFlag,
     TopPFlag,
+)
+from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
+from webgen_agent.apps.cli.common import (
     check_before_run,
-    console,
-    db_option,
     existing_db,
-    fail,
     make_context,
     recorded_run,
-    run_async,
-    with_model_flags,
     with_recorded,
     with_sampling,
 )
+from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.run import finish, review_flag_points
 
 if TYPE_CHECKING:

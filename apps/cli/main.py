@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from webgen_agent.apps.cli import bench, doctor, export, history, report, run, ship, train
-from webgen_agent.apps.cli.common import CommandApp
+from webgen_agent.apps.cli.base import CommandApp
 
 app = CommandApp(
     name="webgen-agent",

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import CommandApp, console, db_option, existing_db, fail, run_async
+from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
+from webgen_agent.apps.cli.common import existing_db
+from webgen_agent.apps.cli.model_flags import db_option
 
 app = CommandApp()
 

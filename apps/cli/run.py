@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import (
+from webgen_agent.apps.cli.agent_flags import (
     AllowHostFlag,
     AllowShellFlag,
     BudgetTokensFlag,
     BudgetUsdFlag,
-    CommandApp,
     CriticFlag,
     ErrorLimitFlag,
     GuiMaxActionsFlag,
@@ -32,24 +31,22 @@ from webgen_agent.apps.cli.common import (
     StallStepsFlag,
     TemperatureFlag,
     TopPFlag,
+    loop_overrides,
+)
+from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, run_async
+from webgen_agent.apps.cli.common import (
     budget_note,
     check_before_run,
-    console,
     cost_changes,
-    db_option,
-    errors,
     existing_db,
-    fail,
-    loop_overrides,
     make_context,
     print_result,
     print_stop,
     recorded_run,
     resolve_db,
-    run_async,
-    with_model_flags,
     with_sampling,
 )
+from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings

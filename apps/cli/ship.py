@@ -7,15 +7,10 @@ from typing import Annotated
 
 import typer
 
-from webgen_agent.apps.cli.common import (
-    CommandApp,
-    console,
-    db_option,
-    existing_db,
-    fail,
-    no_sandbox_option,
-    run_async,
-)
+from webgen_agent.apps.cli.agent_flags import no_sandbox_option
+from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
+from webgen_agent.apps.cli.common import existing_db
+from webgen_agent.apps.cli.model_flags import db_option
 
 app = CommandApp()
 

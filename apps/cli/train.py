@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from webgen_agent.apps.cli.common import CommandApp, console, fail
+from webgen_agent.apps.cli.base import CommandApp, console, fail
 
 app = CommandApp()
 
