@@ -42,7 +42,7 @@ from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
 from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
-from webgen_agent.tools.site import ServedModule, SiteRunner
+from webgen_agent.tools.site import ExecutionResult, ServedModule, SiteRunner
 from webgen_agent.tools.site.project import write_default_vite_config
 from webgen_agent.tools.workspace import apply_files
 
@@ -62,7 +62,6 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     if target is None:
         raise RuntimeError("gui_tester reached with no code-edit step to test")
     rules = profile_rules(context.profile)
-    prompt_set = prompts_for(context.profile)
     usage = Usage()
     instruction = state.get("test_instruction")
     update: Update = {}
@@ -90,46 +89,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
             await resources.drop_gui_session(state["run_id"])
         replayed = replayed_update(state, step, target, plan, usage)
         return NodeResult({**update, **replayed.update}, replayed.message)
-    if not served.ok or not served.url:
-        run = GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
-    else:
-        browser = await resources.browser(context)
-        prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
-        cdp_url = (await browser.start()).ws_url  # runs share this Chromium; each agent sees a context of its own
-        url = served.url
-        chromium = await asyncio.to_thread(find_chromium, context.chromium)
-
-        async def gui_run(vlm: ModelSettings) -> GuiRun:
-            nonlocal prepared
-            ahead, prepared = prepared, None  # opened while the screenshot was graded: good for one run
-            settings = GuiAgentSettings(
-                model=vlm.model,
-                base_url=vlm.base_url,
-                api_key=api_key_for(vlm, "vlm"),
-                max_tokens=vlm.max_tokens,
-                max_actions=context.gui_max_actions,
-                max_actions_per_step=rules.gui_actions_per_step,
-                screenshots_kept=rules.gui_screenshots_kept,
-                last_step_prompt=prompt_set.gui_limit(instruction),
-                timeout_s=context.gui_timeout_s,
-                chromium_path=chromium,
-                cdp_url=cdp_url,
-                viewport=(context.viewport_width, context.viewport_height),
-                system_rule=prompt_set.gui_page_rule,
-                offline_pages=context.offline_pages,
-            )
-            return await run_gui_agent(
-                url=url,
-                task=prompt_set.gui_task(url, instruction, await page_paths(target)),
-                settings=settings,
-                prepared=ahead,
-            )
-
-        # A test the model endpoint broke off says nothing about the site: wait the endpoint out and
-        # test again (then on the fallback); if it stays down, stop the run (resumable), unscored.
-        run = await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
-        if run.endpoint_down:
-            raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
+    run = await run_agent(context, state, target, served, instruction)
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     if rules.gui_grade_on_signal_step:
         upstream = await upstream_gui_result(context, instruction, run)
@@ -138,45 +98,9 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         )
         steps = [*update.get("steps", []), *result.update.get("steps", [])]
         return NodeResult({**update, **result.update, "steps": steps}, result.message)
-    asked = verdict_messages(state, instruction, run)
-    answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
-    usage = usage + answer.usage
-    if answer.value is not None:
-        passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
-    else:
-        passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
-    if replay_on(context) and answer.value is not None and served.ok and served.url:
-        refs = await record_passing(
-            state, context, served.url, run, target=target, instruction=instruction, passed=passed, score=score
-        )
-        if refs is not None:
-            update["replay_tests"] = refs
-    results: StepUpdate = {
-        "index": target["index"],
-        "gui_score": score,
-        "gui_passed": passed,
-        "gui_suggestions": suggestions,
-        "gui_run": await asyncio.to_thread(_run_record, instruction, run),
-    }
-    patches: list[StepUpdate] = [results]
-    own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
-    if step["index"] != target["index"]:
-        # The control-word step reports what its test found.
-        own.update(
-            {
-                "gui_score": score,
-                "gui_passed": passed,
-                "gui_suggestions": suggestions,
-                "gui_run": results["gui_run"],
-                "screenshot_score": target["screenshot_score"],
-            }
-        )
-    sampled.update(await sampled_turns(context.feedback, {"gui_tester/verdict": (answer, asked)}))
-    if sampled:
-        own["sampled"] = sampled
-    patches.append(own)
-    update["steps"] = [*update.get("steps", []), *patches]
-    return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")
+    judged = await judged_update(context, state, step, target, served, instruction, run, usage, sampled)
+    steps = [*update.get("steps", []), *judged.update.get("steps", [])]
+    return NodeResult({**update, **judged.update, "steps": steps}, judged.message)
 
 
 @dataclass
@@ -291,3 +215,108 @@ def upstream_update(
         "consecutive_errors": count_after(state, verdict_of(errored, final=True)),
     }
     return NodeResult(update, verdict)
+
+
+async def run_agent(
+    context: AgentContext, state: AgentState, target: Step, served: ExecutionResult, instruction: str
+) -> GuiRun:
+    """The browser-use agent's run against the served site (a run that could not start when it is not served)."""
+    resources = get_resources()
+    rules = profile_rules(context.profile)
+    prompt_set = prompts_for(context.profile)
+    if not served.ok or not served.url:
+        return GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
+    browser = await resources.browser(context)
+    prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
+    cdp_url = (await browser.start()).ws_url  # runs share this Chromium; each agent sees a context of its own
+    url = served.url
+    chromium = await asyncio.to_thread(find_chromium, context.chromium)
+
+    async def gui_run(vlm: ModelSettings) -> GuiRun:
+        nonlocal prepared
+        ahead, prepared = prepared, None  # opened while the screenshot was graded: good for one run
+        settings = GuiAgentSettings(
+            model=vlm.model,
+            base_url=vlm.base_url,
+            api_key=api_key_for(vlm, "vlm"),
+            max_tokens=vlm.max_tokens,
+            max_actions=context.gui_max_actions,
+            max_actions_per_step=rules.gui_actions_per_step,
+            screenshots_kept=rules.gui_screenshots_kept,
+            last_step_prompt=prompt_set.gui_limit(instruction),
+            timeout_s=context.gui_timeout_s,
+            chromium_path=chromium,
+            cdp_url=cdp_url,
+            viewport=(context.viewport_width, context.viewport_height),
+            system_rule=prompt_set.gui_page_rule,
+            offline_pages=context.offline_pages,
+        )
+        return await run_gui_agent(
+            url=url,
+            task=prompt_set.gui_task(url, instruction, await page_paths(target)),
+            settings=settings,
+            prepared=ahead,
+        )
+
+    # A test the model endpoint broke off says nothing about the site: wait the endpoint out and
+    # test again (then on the fallback); if it stays down, stop the run (resumable), unscored.
+    run = await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
+    if run.endpoint_down:
+        raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
+    return run
+
+
+async def judged_update(
+    context: AgentContext,
+    state: AgentState,
+    step: Step,
+    target: Step,
+    served: ExecutionResult,
+    instruction: str,
+    run: GuiRun,
+    usage: Usage,
+    sampled: dict[str, SampledTurn],
+) -> NodeResult:
+    """The default profile's record of a GUI test: the verdict model's pass/fail, grade and suggestions
+    on the edit under test (and the control step that asked for it); a passing run is recorded for replay."""
+    rules = profile_rules(context.profile)
+    update: Update = {}
+    asked = verdict_messages(state, instruction, run)
+    answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
+    usage = usage + answer.usage
+    if answer.value is not None:
+        passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
+    else:
+        passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
+    if replay_on(context) and answer.value is not None and served.ok and served.url:
+        refs = await record_passing(
+            state, context, served.url, run, target=target, instruction=instruction, passed=passed, score=score
+        )
+        if refs is not None:
+            update["replay_tests"] = refs
+    results: StepUpdate = {
+        "index": target["index"],
+        "gui_score": score,
+        "gui_passed": passed,
+        "gui_suggestions": suggestions,
+        "gui_run": await asyncio.to_thread(_run_record, instruction, run),
+    }
+    patches: list[StepUpdate] = [results]
+    own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
+    if step["index"] != target["index"]:
+        # The control-word step reports what its test found.
+        own.update(
+            {
+                "gui_score": score,
+                "gui_passed": passed,
+                "gui_suggestions": suggestions,
+                "gui_run": results["gui_run"],
+                "screenshot_score": target["screenshot_score"],
+            }
+        )
+    sampled = {**sampled, **await sampled_turns(context.feedback, {"gui_tester/verdict": (answer, asked)})}
+    if sampled:
+        own["sampled"] = sampled
+    patches.append(own)
+    update["steps"] = patches
+    return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")

@@ -25,7 +25,7 @@ from webgen_agent.tools.site import (
 )
 from webgen_agent.tools.site import deps as deps_module
 from webgen_agent.tools.site import freshness as freshness_module
-from webgen_agent.tools.site import runner as runner_module
+from webgen_agent.tools.site import http_wait
 
 # ---- pure helpers ------------------------------------------------------------------------------
 
@@ -322,7 +322,7 @@ async def test_server_that_never_listens_hits_the_deadline(tmp_path: Path, runne
 
 @pytest.mark.e2e
 async def test_bad_http_status_is_an_http_error(tmp_path: Path, runners, vite_template, monkeypatch) -> None:
-    monkeypatch.setattr(runner_module, "_BAD_STATUS_GRACE_S", 0.5)
+    monkeypatch.setattr(http_wait, "_BAD_STATUS_GRACE_S", 0.5)
     ws = vite_template.make_workspace(tmp_path / "no-index")
     (ws / "index.html").unlink()
     result = await runners(ws).ensure_running(None)

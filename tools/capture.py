@@ -220,6 +220,74 @@ def module_path(url: str) -> str:
     return parts.path + (f"?{query}" if query else "")
 
 
+class _PageWatch:
+    """What a page does while it loads and renders: requests in flight, failed same-origin modules,
+    uncaught errors and console errors, written into ``result``."""
+
+    def __init__(self, page: Page, result: PageCapture, origin: str) -> None:
+        self.page, self.result, self.origin = page, result, origin
+        self.inflight: set[Request] = set()
+        self.last_activity = time.monotonic()
+        page.on("request", self.on_request)
+        page.on("requestfinished", self.on_done)
+        page.on("requestfailed", self.on_failed)
+        page.on("response", self.on_response)
+        page.on("pageerror", self.on_page_error)
+        page.on("console", self.on_console)
+
+    def quiet_for(self, seconds: float) -> bool:
+        """Nothing in flight, and nothing started or ended, for ``seconds``."""
+        return not self.inflight and time.monotonic() - self.last_activity >= seconds
+
+    def on_request(self, request: Request) -> None:
+        self.inflight.add(request)
+        self.last_activity = time.monotonic()
+
+    def on_done(self, request: Request) -> None:
+        self.inflight.discard(request)
+        self.last_activity = time.monotonic()
+
+    def on_failed(self, request: Request) -> None:
+        self.on_done(request)
+        if request.resource_type in ("script", "stylesheet") and _same_origin(request.url, self.origin):
+            self.note_failed(request.url, request.failure or "failed")
+            self.note_module(request.url, ok=False)
+
+    def note_module(self, url: str, *, ok: bool) -> None:
+        paths = self.result.module_paths if ok else self.result.failed_module_paths
+        if module_path(url) not in paths and len(paths) < _MAX_MODULES:
+            paths.append(module_path(url))
+
+    def note_failed(self, url: str, why: str) -> None:
+        # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
+        failed = self.result.failed_requests
+        if len(failed) < MAX_ITEMS and not any(r.startswith(url + " (") for r in failed):
+            failed.append(f"{url} ({why})")
+
+    def on_response(self, response: Response) -> None:
+        request = response.request
+        if request.is_navigation_request() and request.frame == self.page.main_frame:
+            self.result.status = response.status
+        elif request.resource_type in ("script", "stylesheet") and _same_origin(response.url, self.origin):
+            self.note_module(response.url, ok=response.status < 400)
+            if response.status >= 400:
+                self.note_failed(response.url, f"HTTP {response.status}")
+
+    def on_page_error(self, error: PlaywrightError) -> None:
+        text = f"{error.name}: {error.message}" if error.name else error.message
+        # The app's own frames say where to look; library internals (react-dom) are noise.
+        frames = [line.strip() for line in (error.stack or "").split("\n")[1:] if line.strip().startswith("at ")]
+        own = [f for f in frames if "/node_modules/" not in f] or frames[:1]
+        entry = "\n".join([text, *(_CACHE_BUST.sub("", f) for f in own[:3])])
+        # React rethrows a render error several times; the same error once is enough.
+        if len(self.result.page_errors) < MAX_ITEMS and entry not in self.result.page_errors:
+            self.result.page_errors.append(entry)
+
+    def on_console(self, message: ConsoleMessage) -> None:
+        if message.type == "error" and len(self.result.console_errors) < MAX_ITEMS:
+            self.result.console_errors.append(message.text[:1000])
+
+
 async def capture_page(
     page: Page, url: str, *, nav_timeout: float, reserve: float, wait_s: float | None = None
 ) -> PageCapture:
@@ -230,65 +298,7 @@ async def capture_page(
     parts = urlsplit(url)
     origin = f"{parts.scheme}://{parts.netloc}"
     result = PageCapture(url=url)
-    inflight: set[Request] = set()
-    last_activity = [time.monotonic()]
-
-    def on_request(request: Request) -> None:
-        inflight.add(request)
-        last_activity[0] = time.monotonic()
-
-    def on_done(request: Request) -> None:
-        inflight.discard(request)
-        last_activity[0] = time.monotonic()
-
-    def on_failed(request: Request) -> None:
-        on_done(request)
-        if request.resource_type in ("script", "stylesheet") and _same_origin(request.url, origin):
-            note_failed(request.url, request.failure or "failed")
-            note_module(request.url, ok=False)
-
-    def note_module(url: str, *, ok: bool) -> None:
-        paths = result.module_paths if ok else result.failed_module_paths
-        if module_path(url) not in paths and len(paths) < _MAX_MODULES:
-            paths.append(module_path(url))
-
-    def note_failed(url: str, why: str) -> None:
-        # A 500 is followed by net::ERR_ABORTED for the same URL: one line per URL is enough.
-        if len(result.failed_requests) < MAX_ITEMS and not any(
-            r.startswith(url + " (") for r in result.failed_requests
-        ):
-            result.failed_requests.append(f"{url} ({why})")
-
-    def on_response(response: Response) -> None:
-        request = response.request
-        if request.is_navigation_request() and request.frame == page.main_frame:
-            result.status = response.status
-        elif request.resource_type in ("script", "stylesheet") and _same_origin(response.url, origin):
-            note_module(response.url, ok=response.status < 400)
-            if response.status >= 400:
-                note_failed(response.url, f"HTTP {response.status}")
-
-    def on_page_error(error: PlaywrightError) -> None:
-        text = f"{error.name}: {error.message}" if error.name else error.message
-        # The app's own frames say where to look; library internals (react-dom) are noise.
-        frames = [line.strip() for line in (error.stack or "").split("\n")[1:] if line.strip().startswith("at ")]
-        own = [f for f in frames if "/node_modules/" not in f] or frames[:1]
-        entry = "\n".join([text, *(_CACHE_BUST.sub("", f) for f in own[:3])])
-        # React rethrows a render error several times; the same error once is enough.
-        if len(result.page_errors) < MAX_ITEMS and entry not in result.page_errors:
-            result.page_errors.append(entry)
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and len(result.console_errors) < MAX_ITEMS:
-            result.console_errors.append(message.text[:1000])
-
-    page.on("request", on_request)
-    page.on("requestfinished", on_done)
-    page.on("requestfailed", on_failed)
-    page.on("response", on_response)
-    page.on("pageerror", on_page_error)
-    page.on("console", on_console)
-
+    watch = _PageWatch(page, result, origin)
     deadline = time.monotonic() + nav_timeout
     try:
         response = await page.goto(url, wait_until="load", timeout=nav_timeout * 1000)
@@ -298,8 +308,7 @@ async def capture_page(
             await asyncio.sleep(wait_s)
         # Network quiet: nothing in flight for _QUIET_S (module graphs, lazy chunks, fonts), capped.
         while wait_s is None and time.monotonic() < deadline:
-            now = time.monotonic()
-            if not inflight and now - last_activity[0] >= _QUIET_S:
+            if watch.quiet_for(_QUIET_S):
                 break
             await asyncio.sleep(0.05)
         # Two animation frames: React and friends commit their first render after the load event.
@@ -317,8 +326,13 @@ async def capture_page(
         return result
     if origin_of(page.url) != origin:
         result.left_site = page.url
-    # What can be read now, each bounded so a hung page cannot hold the capture past the budget.
-    step_timeout = max(1.0, reserve)
+    await _read_page(page, result, step_timeout=max(1.0, reserve), still=wait_s is None)
+    return result
+
+
+async def _read_page(page: Page, result: PageCapture, *, step_timeout: float, still: bool) -> None:
+    """What can be read of the loaded page, each bounded so a hung page cannot hold the capture past
+    its budget. ``still``: the screenshot with animations frozen."""
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         result.overlay = await asyncio.wait_for(page.evaluate(_OVERLAY_JS), step_timeout)
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
@@ -335,7 +349,6 @@ async def capture_page(
         result.png = await page.screenshot(
             type="png",
             full_page=False,
-            animations="allow" if wait_s is not None else "disabled",
+            animations="disabled" if still else "allow",
             timeout=step_timeout * 1000,
         )
-    return result

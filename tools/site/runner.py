@@ -17,10 +17,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
-import httpx
-import psutil
 from pydantic import BaseModel, Field
 
 from webgen_agent.tools.limits import WorkspaceGuard
@@ -29,7 +26,6 @@ from webgen_agent.tools.process import (
     CommandResult,
     ManagedProcess,
     ProcessRegistry,
-    read_tail,
     scrubbed_env,
     size_guard,
 )
@@ -43,7 +39,7 @@ from webgen_agent.tools.site.deps import (
     is_installed,
 )
 from webgen_agent.tools.site.freshness import ServedModule, await_fresh, served_modules
-from webgen_agent.tools.site.logs import explain, printed_urls
+from webgen_agent.tools.site.http_wait import Stage, answers, wait_http
 from webgen_agent.tools.site.project import (
     config_fingerprint,
     free_port,
@@ -55,7 +51,6 @@ from webgen_agent.tools.site.project import (
 )
 from webgen_agent.tools.site.shell import run_shell
 
-Stage = Literal["install", "start", "http", "ok"]
 Kind = Literal["npm", "static"]
 
 # A project without package.json where static sites are not served (WebGen-Agent runs `npm install`
@@ -64,8 +59,6 @@ NO_PACKAGE_JSON = (
     "The project has no package.json: `npm install` and `npm run dev` end with an error without one, "
     "so nothing was installed or started. Write a package.json with a dev script."
 )
-_BAD_STATUS_GRACE_S = 5.0  # a server answering 4xx/5xx gets this long to settle before we report it
-_POLL_S = 0.1
 
 
 class ExecutionResult(BaseModel):
@@ -366,7 +359,7 @@ class SiteRunner:
         if kind == "npm":
             if config != self._config or any(is_config_path(p) for p in changed or ()):
                 return False
-        return await _answers(self._url, timeout_s=5.0) is True
+        return await answers(self._url, timeout_s=5.0) is True
 
     async def _start(self, kind: Kind, package: dict[str, Any], config: str | None) -> dict[str, Any]:
         port = free_port()
@@ -406,64 +399,13 @@ class SiteRunner:
         self._compiled = set()
         script = start_script(package)
         shown = f"npm run {script[0]}" if kind == "npm" and script else "the static file server"
-        url, stage, error = await self._wait_http(server, port, shown)
+        url, stage, error = await wait_http(server, port, shown, timeout_s=self.start_timeout_s)
         tail = server.log_tail(40)
         if url is None:
             await self.stop()
             return {"ok": False, "stage": stage, "error": error, "log_tail": tail}
         self._url = url
         return {"ok": True, "stage": "ok", "url": url, "server_pid": server.pid, "log_tail": tail}
-
-    async def _wait_http(self, server: ManagedProcess, port: int, shown: str) -> tuple[str | None, Stage, str | None]:
-        """Poll every ~100 ms until some candidate URL answers 200-399, the server dies, or the deadline."""
-        deadline = time.monotonic() + self.start_timeout_s
-        # In its own network namespace the server is reached through the agent's forwarder.
-        own = f"http://127.0.0.1:{server.network.forward(port) if server.network else port}/"
-        bad: tuple[str, int] | None = None
-        bad_since: float | None = None
-        async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
-            while True:
-                # A printed URL counts only when the server itself listens there: a fake "Local:"
-                # line must not send the capture to some other service on this machine.
-                for url in [own, *await asyncio.to_thread(_printed_and_listening, server, port)]:
-                    remaining = deadline - time.monotonic()
-                    status = await _answers(url, timeout_s=max(0.5, min(10.0, remaining)), client=client)
-                    if status is True:
-                        return url, "ok", None
-                    if isinstance(status, int):
-                        bad = (url, status)
-                        bad_since = bad_since or time.monotonic()
-                if not server.alive:
-                    code = server.returncode
-                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
-                    return (
-                        None,
-                        "start",
-                        explain(f"`{shown}` exited with code {code} before the site answered HTTP.", log),
-                    )
-                now = time.monotonic()
-                stuck = bad is not None and bad_since is not None and now - bad_since >= _BAD_STATUS_GRACE_S
-                if bad is not None and stuck:
-                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
-                    return (
-                        None,
-                        "http",
-                        explain(
-                            f"The server runs but {bad[0]} answers HTTP {bad[1]} instead of a page "
-                            "(is index.html missing, or is the entry path wrong?).",
-                            log,
-                        ),
-                    )
-                if now >= deadline:
-                    headline = (
-                        f"The server runs but {bad[0]} answered HTTP {bad[1]} until the {self.start_timeout_s:g} s deadline."
-                        if bad
-                        else f"`{shown}` did not answer HTTP on port {port} within {self.start_timeout_s:g} s "
-                        "(it must listen on the PORT it is given, e.g. vite --port)."
-                    )
-                    log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
-                    return None, "http" if bad else "start", explain(headline, log)
-                await asyncio.sleep(min(_POLL_S, max(0.0, deadline - now)))
 
     async def stop(self) -> None:
         """Kill the server's whole process group (safe to call when nothing runs)."""
@@ -473,48 +415,3 @@ class SiteRunner:
             await asyncio.to_thread(guard.stop)
         if server is not None:
             await server.stop()
-
-
-def _printed_and_listening(server: ManagedProcess, port: int) -> list[str]:
-    """URLs the server's log printed (other than its own port) that the server really listens on.
-
-    In its own network namespace only the sandbox's processes can listen, so each printed port is
-    reached through the forwarder; else the process tree's sockets are scanned (/proc). Called in a
-    worker thread.
-    """
-    log = read_tail(server.log_path, lines=200)
-    printed = [u for u in printed_urls(log) if f":{port}/" not in u]
-    if server.network is not None:
-        return list(dict.fromkeys(server.network.url(u) for u in printed))
-    return [u for u in printed if _server_listens(server, u)]
-
-
-def _server_listens(server: ManagedProcess, url: str) -> bool:
-    """Whether a process of the server's tree listens on ``url``'s port."""
-    port = urlsplit(url).port
-    try:
-        leader = psutil.Process(server.pid)
-        tree = [leader, *leader.children(recursive=True)]
-    except psutil.Error:
-        return False
-    for proc in tree:
-        try:
-            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in proc.net_connections("tcp")):
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
-async def _answers(url: str, *, timeout_s: float, client: httpx.AsyncClient | None = None) -> bool | int | None:
-    """True for HTTP 200-399, the status for other answers, None when nothing answered."""
-    timeout = httpx.Timeout(timeout_s, connect=min(1.0, timeout_s))
-    try:
-        if client is None:
-            async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as own:
-                response = await own.get(url, timeout=timeout)
-        else:
-            response = await client.get(url, timeout=timeout)
-    except httpx.HTTPError:
-        return None
-    return True if 200 <= response.status_code < 400 else response.status_code
