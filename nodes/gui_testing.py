@@ -125,8 +125,8 @@ def upstream_trajectory(run: GuiRun) -> list[str]:
 
 
 async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiRun) -> UpstreamGuiResult:
-    """Summary by the feedback model from the instruction and what the agent did; a final answer
-    holding "YES" clears the suggestions (the test succeeded). A harness error grades 0."""
+    """Summary by the feedback model from the instruction and what the agent did; an agent whose last
+    message holds "YES" passed, and its suggestions are cleared. A harness error grades 0."""
     if run.stopped_reason == "error":
         return UpstreamGuiResult(error="; ".join(run.errors) or "the GUI agent failed")
     trajectory = upstream_trajectory(run)
@@ -137,7 +137,9 @@ async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiR
     answer = await ask_structured(context.feedback, "feedback", messages, GuiSummary)
     if answer.value is None:
         return UpstreamGuiResult(usage=answer.usage)
-    said_yes = "YES" in (run.final_answer or "")
+    # WebGen-Agent reads the agent's last message whole (its reasoning and its answer), case-sensitive.
+    last_message = run.messages[-1] if run.messages else (run.final_answer or "")
+    said_yes = "YES" in last_message
     return UpstreamGuiResult(
         passed=said_yes or answer.value.passed,
         score=answer.value.grade,
