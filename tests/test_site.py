@@ -16,6 +16,7 @@ import pytest_asyncio
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import (
     SiteRunner,
+    http_wait,
     is_config_path,
     printed_urls,
     run_shell,
@@ -25,7 +26,6 @@ from webgen_agent.tools.site import (
 )
 from webgen_agent.tools.site import deps as deps_module
 from webgen_agent.tools.site import freshness as freshness_module
-from webgen_agent.tools.site import http_wait
 
 # ---- pure helpers ------------------------------------------------------------------------------
 
