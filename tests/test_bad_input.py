@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_endpoints import fake_endpoint
 from tests.test_cli import cli
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
@@ -31,7 +32,15 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bad-scenario.json").write_text(json.dumps({"rules": 5}))
     (root / "empty.jsonl").write_text("\n")
     (root / "no-instruction.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
+    (root / "one.jsonl").write_text(json.dumps({"id": "a", "instruction": "A blog", "ui_instruct": []}) + "\n")
     return root
+
+
+@pytest.fixture(scope="module")
+def fakes() -> dict[str, str]:
+    """Two servers that are not model endpoints: a web server's welcome page, and binary junk."""
+    with fake_endpoint("html") as html, fake_endpoint("junk") as junk:
+        yield {"html": html, "junk": junk}
 
 
 MODEL = ["--model", "m", "--base-url", DEAD]
@@ -51,6 +60,21 @@ CASES = {
     "runs: unreachable PostgreSQL": (["runs", "--db", "postgresql://u:pw@127.0.0.1:1/x"], "cannot be reached"),
     "run: empty requirement": (["run", "  ", *MODEL, "--db", "{root}/new.db"], "the requirement is empty"),
     "run: unreachable endpoint": (["run", "A blog", *MODEL, "--db", "{root}/new.db"], "connection refused"),
+    # Something answers at --base-url, but not as a model endpoint: refused before a run starts.
+    **{
+        f"{command}: {kind} at the endpoint": (
+            [*argv, "--model", "m", "--base-url", "{" + kind + "}", "--db", db],
+            "is not an OpenAI-compatible endpoint: it answered " + answered,
+        )
+        for kind, answered in (("html", "an HTML page ('Welcome to nginx!')"), ("junk", "bytes that are not HTTP"))
+        for command, argv, db in (
+            ("run", ["run", "A blog", "--out", "{root}/b"], "{root}/new.db"),
+            ("resume", ["resume", "broke"], "{root}/runs.db"),
+            ("fork", ["fork", "broke", "--step", "0"], "{root}/runs.db"),
+            ("rollout", ["rollout", "--data", "{root}/one.jsonl", "--out", "{root}/b"], "{root}/new.db"),
+            ("bench", ["bench", "--data", "{root}/one.jsonl", "--out", "{root}/b"], "{root}/new.db"),
+        )
+    },
     "scripted-server: bad scenario": (
         ["scripted-server", "--scenario", "{root}/bad-scenario.json"],
         "name: Field required",
@@ -68,9 +92,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_bad_input_is_one_line_and_exit_2(inputs: Path, case: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(inputs: Path, fakes: dict[str, str], case: str) -> None:
     argv, expected = CASES[case]
-    result = cli(*(arg.format(root=inputs) for arg in argv))
+    result = cli(*(arg.format(root=inputs, **fakes) for arg in argv))
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert expected in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_endpoints import fake_endpoint
 from tests.test_cli import cli
 from webgen_agent.apps.checks import database_check, first_failure
-from webgen_agent.apps.doctor import endpoint_checks
+from webgen_agent.apps.probes import endpoint_checks
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
@@ -84,6 +85,38 @@ def test_doctor_prints_a_table_with_a_fix_per_failing_line(tmp_path: Path):
         assert name in result.stdout
     assert "connection refused" in result.stdout and "start the server" in result.stdout
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "answered"), [("html", "an HTML page ('Welcome to nginx!')"), ("junk", "bytes that are not HTTP")]
+)
+@pytest.mark.e2e
+def test_doctor_refuses_a_server_that_is_not_a_model_endpoint(tmp_path: Path, kind: str, answered: str):
+    with fake_endpoint(kind) as url:
+        result = cli("doctor", "--model", "m", "--base-url", url, "--db", str(tmp_path / "x.db"), "--no-sandbox")
+    assert result.returncode == 1, result.stdout
+    failing = [line for line in result.stdout.splitlines() if line.startswith("FAIL ")]
+    assert failing and "is not an OpenAI-compatible endpoint: it answered " + answered in failing[0], result.stdout
+    # No row of the endpoint claims what it could not show: a chat answer, images, structured output.
+    for row in result.stdout.splitlines():
+        assert not any(name in row and "ok" in row for name in ("chat", "images", "structured output"))
+
+
+async def test_a_page_answering_chat_completions_fails_the_chat_probe(served_model: str):
+    """A listing alone is not enough: doctor asks each role a real question, in the OpenAI shape."""
+    good = Settings(model="served-model", base_url=served_model).to_context()
+    checks = await endpoint_checks(good, deep=True)
+    assert [c.name for c in checks if c.name.endswith(("chat", "images"))] == [
+        "coder chat",
+        "vlm chat",
+        "vlm images",
+        "feedback chat",
+    ]
+    assert first_failure(checks) is None
+    with fake_endpoint("html") as url:
+        page = Settings(model="m", base_url=url).to_context()
+        failure = first_failure(await endpoint_checks(page, deep=True))
+    assert failure is not None and "HTML page" in failure.detail
 
 
 def test_a_host_without_sandbox_cgroups_is_a_warning_naming_what_is_lost(monkeypatch):

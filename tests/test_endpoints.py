@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.fake_endpoints import fake_endpoint
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.context import ModelSettings
@@ -164,3 +165,18 @@ async def test_a_prompt_too_long_is_condensed_older_feedback_first(server):
     assert result.sent[-1] == conversation[-1] and result.sent[1] == conversation[1]
     assert len(result.sent[3]["content"]) < 1000 and result.sent[3]["content"].startswith("Old feedback.")
     assert requests_for(server, "small") == [400, 200]
+
+
+@pytest.mark.parametrize(
+    ("kind", "answered"), [("html", "an HTML page ('Welcome to nginx!')"), ("junk", "bytes that are not HTTP")]
+)
+async def test_an_answer_that_is_not_an_openai_endpoints_is_not_retried(kind, answered):
+    """A web page or bytes that are not HTTP never become a completion: one line naming what came back,
+    no waiting out the patience as for a 503."""
+    events: list[EndpointEvent] = []
+    with fake_endpoint(kind) as url:
+        role = ModelSettings(model="m", base_url=url, api_key="k", patience_s=60.0)
+        with listen(events.append), pytest.raises(ModelCallError) as caught:
+            await complete(role, "coder", ASK)
+    assert f"{url} is not an OpenAI-compatible endpoint: it answered {answered}" in str(caught.value)
+    assert "\n" not in str(caught.value) and events == []  # no wait, no retry

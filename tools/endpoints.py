@@ -32,6 +32,7 @@ from tenacity import (
 )
 
 from webgen_agent.core.context import ModelSettings, Role
+from webgen_agent.tools.answer_shape import foreign_answer
 
 R = TypeVar("R")
 
@@ -95,7 +96,10 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def transient(exc: BaseException) -> bool:
-    """Worth waiting for: the endpoint is busy, restarting or flaky, not refusing the request itself."""
+    """Worth waiting for: the endpoint is busy, restarting or flaky, not refusing the request itself.
+    An answer that is not an OpenAI-compatible endpoint's (a web page, bytes that are not HTTP) is not."""
+    if foreign_answer(exc) is not None:
+        return False
     if isinstance(exc, (openai.APIConnectionError, TimeoutError, MalformedResponse, json.JSONDecodeError)):
         return True  # APITimeoutError is an APIConnectionError; a dropped connection too
     status = status_of(exc)
@@ -122,6 +126,8 @@ def connection_problem(exc: BaseException) -> str:
 
 def describe(exc: BaseException, base_url: str) -> str:
     """One line about a failed call."""
+    if (what := foreign_answer(exc)) is not None:
+        return f"{base_url} is not an OpenAI-compatible endpoint: it answered {what}"
     if isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
         return f"no answer from {base_url} in time"
     if isinstance(exc, openai.APIConnectionError):

@@ -1,0 +1,64 @@
+"""Servers that are not model endpoints, on a free port each: one answers every request with a web
+server's welcome page (HTTP 200, HTML), one with binary junk (not even HTTP). What a user meets who
+points --base-url at the wrong port."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+WELCOME = (
+    b"<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head>"
+    b"<body><h1>Welcome to nginx!</h1><p>If you see this page, the web server is working.</p></body></html>"
+)
+JUNK = bytes(range(256)) * 8
+
+
+class _Welcome(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(WELCOME)))
+        self.end_headers()
+        self.wfile.write(WELCOME)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:  # a test's output stays its own
+        pass
+
+
+class _Junk(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.settimeout(2)
+        try:
+            self.request.recv(65536)
+            self.request.sendall(JUNK)
+        except OSError:
+            pass
+        self.request.shutdown(socket.SHUT_RDWR)
+
+
+@contextmanager
+def fake_endpoint(kind: str) -> Iterator[str]:
+    """Serve ``kind`` ('html' or 'junk'); yields the base URL a user would pass."""
+    server: socketserver.TCPServer = (
+        ThreadingHTTPServer(("127.0.0.1", 0), _Welcome)
+        if kind == "html"
+        else socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Junk)
+    )
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
