@@ -19,7 +19,7 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import AgentContext, find_chromium
 from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.sandbox import sandbox_problem
-from webgen_agent.tools.site.deps import npm_registry, registry_problem
+from webgen_agent.tools.site.registry import npm_registry, registry_problem
 
 
 def _version(argv: list[str]) -> str | None:

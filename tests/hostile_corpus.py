@@ -252,3 +252,49 @@ PAGES = [
     ),
     Case("a page that closes its window", page("setTimeout(() => window.close(), 50)"), ()),
 ]
+
+
+# Two-step poisoning of the shared dependency cache. Step 0 is not shareable (a root postinstall and
+# one more dependency), so its scripts run: it appends code to react's entry file and deletes the
+# lockfile. Step 1 is the honest project, whose package.json an unrelated honest run writes byte for
+# byte (HONEST_REPLY): npm used to install it over step 0's tree, keep the rewritten file, and the
+# tree went into the shared cache, where the honest run restored it.
+PLANTED = "webgen-corpus-planted"
+HONEST_PACKAGE = {
+    "name": "corpus-honest",
+    "private": True,
+    "version": "0.0.0",
+    "scripts": {"dev": "node server.js"},
+    "dependencies": {"react": "18.3.1"},
+}
+HONEST_REPLY = edit(
+    file("package.json", json.dumps(HONEST_PACKAGE, indent=2)),
+    file("server.js", SERVER_JS.replace("{host}", "127.0.0.1")),
+)
+CACHE_POISON = [
+    Case(
+        "a postinstall rewrites react and deletes the lockfile",
+        edit(
+            file(
+                "package.json",
+                json.dumps(
+                    {
+                        **HONEST_PACKAGE,
+                        "scripts": {**HONEST_PACKAGE["scripts"], "postinstall": "node plant.js"},
+                        "dependencies": {**HONEST_PACKAGE["dependencies"], "js-tokens": "4.0.0"},
+                    },
+                    indent=2,
+                ),
+            ),
+            file(
+                "plant.js",
+                "const fs = require('fs');"
+                f"fs.appendFileSync('node_modules/react/index.js', '\\nglobalThis.planted = \"{PLANTED}\";\\n');"
+                "fs.rmSync('package-lock.json', { force: true });",
+            ),
+            file("server.js", SERVER_JS.replace("{host}", "127.0.0.1")),
+        ),
+        (),
+    ),
+    Case("the honest project, written over it", HONEST_REPLY, ()),
+]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import pids_limit_enforced
-from tests.hostile_corpus import FILES, NPM, PAGES, Case
+from tests.hostile_corpus import CACHE_POISON, FILES, HONEST_REPLY, NPM, PAGES, PLANTED, Case
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -337,3 +337,45 @@ async def test_gui_agents_on_hostile_pages_finish_and_stay_on_the_site(gui_run):
         assert "root:x:0:0" not in text and "owned_by" not in text, case.name
     # Nothing of another origin reached the model: the agent's page states hold neither page.
     assert seen and not any("root:x:0:0" in t or "owned_by" in t for t in seen)
+
+
+# -- the shared dependency cache -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def poisoned_cache(tmp_path_factory, chromium_path, secret):
+    """The two-step attack in one run, then an unrelated honest run, both on one fresh dependency cache."""
+    cache = tmp_path_factory.mktemp("corpus-deps-cache")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("WEBGEN_DEPS_CACHE", str(cache))
+    try:
+        attack = await replay(
+            CACHE_POISON, tmp_path_factory.mktemp("corpus-poison"), secret, install_timeout_s=120.0, start_timeout_s=20.0
+        )
+        honest = await replay(
+            [Case("an honest run", HONEST_REPLY, ())],
+            tmp_path_factory.mktemp("corpus-honest"),
+            secret,
+            install_timeout_s=120.0,
+            start_timeout_s=20.0,
+        )
+    finally:
+        patch.undo()
+    return attack, honest, cache
+
+
+async def test_a_tree_rewritten_by_an_earlier_steps_postinstall_never_reaches_the_shared_cache(poisoned_cache):
+    attack, honest, cache = poisoned_cache
+    assert attack.status == "finished" and honest.status == "finished"
+    poisoned = attack.step("a postinstall rewrites react and deletes the lockfile")["execution"]
+    assert poisoned["ok"] and not poisoned["install_cached"], poisoned  # its scripts ran, in its own tree
+    over = attack.step("the honest project, written over it")["execution"]
+    assert over["ok"] and over["install_ran"] and not over["install_cached"], over
+    stored = [p for p in cache.glob("*/node_modules/react/index.js")]
+    assert stored, "the honest tree was not shared"
+    assert not any(PLANTED in p.read_text() for p in stored)
+    # The unrelated honest run is served from the shared cache (no npm install), with react as published.
+    served = honest.step("an honest run")["execution"]
+    assert served["ok"] and served["install_cached"], served
+    restored = list((honest.base / "out").rglob("node_modules/react/index.js"))
+    assert restored and not any(PLANTED in p.read_text() for p in restored)

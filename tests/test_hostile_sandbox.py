@@ -35,7 +35,8 @@ from webgen_agent.core.context import SandboxSettings
 from webgen_agent.tools.process import ProcessRegistry, run_command
 from webgen_agent.tools.sandbox import Confinement, cacheable_install, sandbox_problem, workspace_confinement
 from webgen_agent.tools.site import SiteRunner
-from webgen_agent.tools.site.deps import DepsCache, cache_key, dependency_key, install_dependencies
+from webgen_agent.tools.site.depcache import DepsCache
+from webgen_agent.tools.site.deps import cache_key, dependency_key, install_dependencies
 
 # Every test here runs bubblewrap (and most npm, a dev server or Chromium inside it).
 pytestmark = [
@@ -412,3 +413,114 @@ def test_only_verified_regular_content_files_go_back_to_the_agents_npm_cache(tmp
     assert [path.read_bytes() for _digest, path in content_files(agents)] == [b"a real tarball"]
     assert seed(agents, tmp_path / "next") == len(b"a real tarball")
     assert seed(agents, tmp_path / "small", max_bytes=4) == 0
+
+
+async def test_a_dependencys_own_postinstall_output_never_reaches_the_shared_cache(tmp_path):
+    # esbuild's postinstall replaces bin/esbuild (a JavaScript launcher in its tarball) by a hardlink
+    # to its native binary, where it can link (unconfined, --no-sandbox; inside the sandbox the
+    # package folders are separate mounts and the link fails). Installed again over that tree (the
+    # next step adds a dependency), npm kept the replaced file and the tree was shared: every later
+    # install from it failed in esbuild's own script.
+    cache = DepsCache(tmp_path / "deps-cache")
+    workspace = _project(tmp_path / "ws", {**HONEST, "dependencies": {"esbuild": "0.21.5"}})
+
+    async def install():
+        return await install_dependencies(
+            workspace,
+            dependency_key(workspace),
+            cache=cache,
+            timeout_s=300,
+            registry=None,
+            log_path=lambda: tmp_path / "logs" / f"{os.urandom(4).hex()}.log",
+            sandbox=None,
+        )
+
+    first = await install()
+    assert first.error is None and not first.cached, first
+    entry = cache.entry(cache_key(workspace))
+    assert entry is not None
+    launcher = (entry / "node_modules" / "esbuild" / "bin" / "esbuild").read_bytes()
+    assert (workspace / "node_modules" / "esbuild" / "bin" / "esbuild").read_bytes() != launcher  # the script ran here
+    (workspace / "package.json").write_text(
+        json.dumps({**HONEST, "dependencies": {"esbuild": "0.21.5", "js-tokens": "4.0.0"}})
+    )
+    again = await install()
+    assert again.error is None and not again.cached, again
+    shared = cache.entry(cache_key(workspace))
+    assert shared is not None and shared != entry
+    assert (shared / "node_modules" / "esbuild" / "bin" / "esbuild").read_bytes() == launcher
+
+
+async def test_a_lockfile_naming_other_content_than_the_registrys_is_never_shared(
+    tmp_path, monkeypatch, local_registry
+):
+    # A lockfile whose integrity names a tarball the attacker planted in npm's cache (a content file
+    # is taken back into the agent's npm cache when its name is its own digest): npm installs the
+    # planted content, the tree matches its lockfile's tarballs, and only the registry's metadata
+    # tells that the lockfile lies.
+    import base64
+    import hashlib
+
+    monkeypatch.setenv("npm_config_registry", local_registry)
+    cache = DepsCache(tmp_path / "deps-cache")
+    agents_npm = tmp_path / "deps-cache" / "npm"
+    planted = _tarball(
+        {
+            "package.json": json.dumps({"name": "webgen-victim", "version": "1.0.0"}),
+            "index.js": "module.exports = 'PWNED';\n",
+        }
+    )
+    digest = hashlib.sha512(planted).digest()
+    hexed = digest.hex()
+    content = agents_npm / "_cacache" / "content-v2" / "sha512" / hexed[:2] / hexed[2:4] / hexed[4:]
+    content.parent.mkdir(parents=True)
+    content.write_bytes(planted)
+
+    def lock(integrity: str, version: str) -> dict:
+        return {
+            "name": "p",
+            "version": version,
+            "lockfileVersion": 3,
+            "requires": True,
+            "packages": {
+                "": {"name": "p", "version": version, "dependencies": {"webgen-victim": "1.0.0"}},
+                "node_modules/webgen-victim": {
+                    "version": "1.0.0",
+                    "resolved": f"{local_registry}webgen-victim/-/webgen-victim-1.0.0.tgz",
+                    "integrity": integrity,
+                },
+            },
+        }
+
+    async def install(workspace: Path):
+        return await install_dependencies(
+            workspace,
+            dependency_key(workspace),
+            cache=cache,
+            timeout_s=120,
+            registry=None,
+            log_path=lambda: tmp_path / "logs" / f"{workspace.name}-{os.urandom(4).hex()}.log",
+            sandbox=workspace_confinement(workspace, SandboxSettings(), "install"),
+            npm_cache=agents_npm,
+        )
+
+    manifest = {"name": "p", "version": "1.0.0", "dependencies": {"webgen-victim": "1.0.0"}}
+    forged = _project(tmp_path / "forged", manifest)
+    (forged / "package-lock.json").write_text(json.dumps(lock("sha512-" + base64.b64encode(digest).decode(), "1.0.0")))
+    result = await install(forged)
+    assert result.error is None, result.error
+    assert "PWNED" in (forged / "node_modules" / "webgen-victim" / "index.js").read_text()  # its own tree only
+    assert not any(cache.root.glob("*/node_modules"))
+
+    # The registry's own lockfile (written by an install without one) passes the same check.
+    fresh = _project(tmp_path / "fresh", manifest)
+    assert (await install(fresh)).error is None
+    honest_lock = json.loads((fresh / "package-lock.json").read_text())
+    integrity = honest_lock["packages"]["node_modules/webgen-victim"]["integrity"]
+    locked = _project(tmp_path / "locked", {**manifest, "version": "1.0.1"})
+    (locked / "package-lock.json").write_text(json.dumps(lock(integrity, "1.0.1")))
+    result = await install(locked)
+    assert result.error is None and not result.cached, result
+    entry = cache.entry(cache_key(locked))
+    assert entry is not None
+    assert (entry / "node_modules" / "webgen-victim" / "index.js").read_text() == "module.exports = 'honest';\n"

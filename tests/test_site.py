@@ -24,8 +24,10 @@ from webgen_agent.tools.site import (
     summarize_log,
     vite_module_path,
 )
+from webgen_agent.tools.site import dependency_scripts as scripts_module
 from webgen_agent.tools.site import deps as deps_module
 from webgen_agent.tools.site import freshness as freshness_module
+from webgen_agent.tools.site import registry as registry_module
 
 # ---- pure helpers ------------------------------------------------------------------------------
 
@@ -255,19 +257,19 @@ async def test_the_registry_is_asked_once_for_many_installs_then_again_when_the_
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{server.server_address[1]}/")
-        assert [await deps_module.registry_problem() for _ in range(3)] == [None, None, None]
+        assert [await registry_module.registry_problem() for _ in range(3)] == [None, None, None]
         assert len(asked) == 1  # three uncached installs, one request
-        await deps_module.registry_problem(fresh=True)  # the doctor asks now
+        await registry_module.registry_problem(fresh=True)  # the doctor asks now
         assert len(asked) == 2
-        monkeypatch.setattr(deps_module, "REGISTRY_REACHABLE_TTL_S", 0.0)
-        await deps_module.registry_problem()
+        monkeypatch.setattr(registry_module, "REGISTRY_REACHABLE_TTL_S", 0.0)
+        await registry_module.registry_problem()
         assert len(asked) == 3
     finally:
         server.shutdown()
         server.server_close()
     monkeypatch.setenv("npm_config_registry", f"http://127.0.0.1:{server.server_address[1]}/")
-    problem = await deps_module.registry_problem()  # gone: a fresh answer, kept only briefly
-    assert problem is not None and deps_module._REGISTRY_CHECKS[deps_module.npm_registry()].problem == problem
+    problem = await registry_module.registry_problem()  # gone: a fresh answer, kept only briefly
+    assert problem is not None and registry_module._REGISTRY_CHECKS[registry_module.npm_registry()].problem == problem
 
 
 @pytest.mark.parametrize("runner", ["npm's script runner", "npm rebuild"])
@@ -278,7 +280,7 @@ async def test_dependencies_install_scripts_run_in_order_with_npms_environment(
     # What a restored tree's scripts get, by dependency_scripts.js or (where npm's runner is not
     # found) npm rebuild: each event in order, in the package's folder, with npm's lifecycle variables.
     if runner == "npm rebuild":
-        monkeypatch.setattr(deps_module, "npm_root", lambda: None)
+        monkeypatch.setattr(scripts_module, "npm_root", lambda: None)
     record = "require('fs').appendFileSync('events.txt', process.env.npm_lifecycle_event + ' ' + process.env.npm_package_name + '\\n')"
     for name in ("first", "@scope/second"):
         folder = tmp_path / "node_modules" / name
@@ -288,7 +290,7 @@ async def test_dependencies_install_scripts_run_in_order_with_npms_environment(
     (tmp_path / "package.json").write_text(
         json.dumps({"name": "app", "version": "1.0.0", "dependencies": {"first": "1.0.0", "@scope/second": "1.0.0"}})
     )
-    result = await deps_module.run_dependency_scripts(
+    result = await scripts_module.run_dependency_scripts(
         tmp_path, timeout_s=120, log_path=lambda: tmp_path / "scripts.log", registry=None, sandbox=None
     )
     assert result is not None and result.ok, result

@@ -280,7 +280,7 @@ def demo(
     """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
     from webgen_agent.apps.demo import run_demo
     from webgen_agent.apps.report.model import REPORT_NAME
-    from webgen_agent.tools.site.deps import registry_unreachable
+    from webgen_agent.tools.site.registry import registry_unreachable
 
     result = run_async(run_demo(out_dir=out, db_path=resolve_db(db), console=console))
     print_result(result)

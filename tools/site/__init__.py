@@ -1,14 +1,18 @@
 """The executor's site tooling, one job per module.
 
 - ``runner``: ``SiteRunner`` keeps a workspace's site running (install, start, reuse, wait for HTTP).
-- ``deps``: the dependency cache (node_modules by dependency manifest, hardlinked) and the install.
+- ``deps``: the install (from the dependency cache, else npm) and which trees may be shared;
+  ``depcache`` the cache (node_modules trees by manifest, hardlinked), ``integrity`` the proof by
+  content a tree passes before it is shared, ``dependency_scripts`` the dependencies' install
+  scripts, ``registry`` whether npm's registry answers.
 - ``project``: what package.json says (start script, vite, config files) and free ports.
 - ``freshness``: whether a kept vite server serves the edited modules as they are on disk.
 - ``logs``: log summaries for the coder model, URLs a server announced.
 - ``shell``: shell actions the coder model writes.
 """
 
-from webgen_agent.tools.site.deps import DEPS_MARKER, INSTALL_RETRIES, LOCKFILES, NPM_INSTALL, DepsCache, InstallResult
+from webgen_agent.tools.site.depcache import LOCKFILES, DepsCache
+from webgen_agent.tools.site.deps import DEPS_MARKER, INSTALL_RETRIES, NPM_INSTALL, InstallResult
 from webgen_agent.tools.site.freshness import ServedModule
 from webgen_agent.tools.site.logs import printed_urls, summarize_log
 from webgen_agent.tools.site.project import (

@@ -30,9 +30,9 @@ from webgen_agent.tools.process import (
     size_guard,
 )
 from webgen_agent.tools.sandbox import Confinement, SandboxSettings, own_copies, size_problem, workspace_confinement
+from webgen_agent.tools.site.depcache import DepsCache
 from webgen_agent.tools.site.deps import (
     INSTALL_RETRIES,
-    DepsCache,
     InstallResult,
     dependency_key,
     install_dependencies,
