@@ -200,7 +200,7 @@ async def _unproven(workspace: Path, tarballs: Path | None, *, locked: bool) -> 
         await asyncio.to_thread(check_tree, workspace, tarballs)
         if locked:
             await check_against_registry(workspace, npm_registry())
-    except NotProven as exc:
+    except (NotProven, OSError) as exc:
         return str(exc)
     return None
 

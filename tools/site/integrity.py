@@ -68,8 +68,10 @@ def default_npm_cache() -> Path:
 
 def check_tree(workspace: Path, npm_cache: Path) -> None:
     """Raise NotProven unless ``workspace/node_modules`` is exactly its lockfile's tarballs (from ``npm_cache``)."""
-    packages = lock_packages(workspace)
     root = workspace / "node_modules"
+    if not root.is_dir():
+        return  # nothing installed (a project without dependencies): nothing to share either
+    packages = lock_packages(workspace)
     for folder in _package_folders(root, root):
         key = folder.relative_to(workspace).as_posix()
         entry = packages.get(key)
