@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from webgen_agent.checkpoints.outage import patience_s, patiently
 from webgen_agent.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -32,6 +33,12 @@ POSTGRES_EXTRA = "pip install 'webgen-agent[postgres]'"
 # One advisory lock key for every schema change the project makes (its tables and LangGraph's).
 SCHEMA_LOCK_KEY = 0x77656267656E  # "webgen"
 _STATE_DIR_ENV = "WEBGEN_STATE_DIR"
+# SQLite waits this long for a lock within one statement; ``outage.patiently`` retries the statement
+# (saying so) until the database patience is spent.
+SQLITE_BUSY_S = 10.0
+# Seconds a statement waits for a pooled connection before its attempt counts as failed (and is retried).
+POOL_WAIT_S = 10.0
+T = TypeVar("T")
 
 DatabaseKind = Literal["sqlite", "postgres"]
 
@@ -115,8 +122,8 @@ def open_sqlite(path: str | Path) -> sqlite3.Connection:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout=60000")
+    conn = sqlite3.connect(str(path), timeout=SQLITE_BUSY_S, check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_S * 1000)}")
     if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
         from filelock import FileLock  # only a new file is switched: opening one already in WAL skips it
 
@@ -137,11 +144,38 @@ def require_psycopg() -> None:
         raise ConfigError(f"a postgresql:// database needs the PostgreSQL extra: {POSTGRES_EXTRA}") from exc
 
 
+_reached: set[str] = set()  # URLs this process has connected to once
+
+
+def open_timeout(url: str, first_s: float = 30.0) -> float:
+    """How long opening a connection to ``url`` may wait: ``first_s`` the first time (a wrong URL is a
+    quick one-line error), the database patience once this process has reached the server (an
+    outage then is waited out, as it is for statements)."""
+    return max(first_s, patience_s()) if url in _reached else first_s
+
+
+def mark_reached(url: str) -> None:
+    _reached.add(url)
+
+
+def pooled(pool: ConnectionPool, where: object, use: Callable[[Connection[Any]], T]) -> T:
+    """``use`` on a connection of ``pool``; outages waited out (``outage.patiently``). The pool checks
+    a connection before lending it and replaces a broken one, so a retry meets the server again."""
+
+    def attempt() -> T:
+        with pool.connection(timeout=POOL_WAIT_S) as conn:
+            return use(conn)
+
+    return patiently(where, attempt)
+
+
 class _Pools:
     """One small connection pool per database URL and process, shared by its blob stores and run indexes.
 
     psycopg's pool is thread-safe, so the checkpointer's serializer may use it from LangGraph's
     worker threads. Keyed by process id too: a forked child must not reuse its parent's sockets.
+    Each connection is checked before it is lent (``check_connection``): after a server restart the
+    pool's idle connections are dead, and are replaced instead of failing the statement.
     """
 
     def __init__(self) -> None:
@@ -159,18 +193,24 @@ class _Pools:
             pool = self._pools.get(key)
             if pool is None:
                 pool = ConnectionPool(
-                    url, min_size=1, max_size=4, kwargs={"autocommit": True}, open=False, name="webgen"
+                    url,
+                    min_size=1,
+                    max_size=4,
+                    kwargs={"autocommit": True},
+                    open=False,
+                    name="webgen",
+                    check=ConnectionPool.check_connection,
                 )
                 try:
-                    pool.open(wait=True, timeout=30.0)
+                    pool.open(wait=True, timeout=open_timeout(url))
                 except Exception as exc:
                     pool.close()
                     raise ConfigError(f"cannot connect to {Database.of(url)}: {str(exc).strip()[:300]}") from exc
+                mark_reached(url)
                 self._pools[key] = pool
             done = (*key, setup.__qualname__)
             if done not in self._ready:
-                with pool.connection() as conn:
-                    with_schema_lock(conn, setup)
+                pooled(pool, Database.of(url), lambda conn: with_schema_lock(conn, setup))
                 self._ready.add(done)
             return pool
 

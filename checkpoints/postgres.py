@@ -14,10 +14,12 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection, errors
+from psycopg import errors
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
 
-from webgen_agent.checkpoints.database import SCHEMA_LOCK_KEY, Database
+from webgen_agent.checkpoints.database import POOL_WAIT_S, SCHEMA_LOCK_KEY, Database, mark_reached, open_timeout
+from webgen_agent.checkpoints.outage import WaitsOutOutages, apatiently
 from webgen_agent.checkpoints.recording import RecordsRuns
 from webgen_agent.checkpoints.retention import PostgresRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
@@ -25,8 +27,12 @@ from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.errors import ConfigError
 
 
-class ContentPostgresSaver(PostgresRetention, KeepsNoSecrets, AsyncPostgresSaver):
+class ContentPostgresSaver(WaitsOutOutages, PostgresRetention, KeepsNoSecrets, AsyncPostgresSaver):
     """LangGraph's PostgreSQL checkpointer with the content-addressed serializer.
+
+    On a psycopg pool (LangGraph's saver takes one) that checks each connection before lending it:
+    a server restart or a dropped connection costs a retry on a fresh connection, and the writes and
+    reads wait out an outage for the database patience (``checkpoints/outage.py``).
 
     The stock saver already runs the serializer's writes in a thread; its reads run on the event
     loop, where a blob-store miss would wait for the server: they are made in a thread first, so
@@ -47,21 +53,38 @@ class RecordingPostgresSaver(RecordsRuns, ContentPostgresSaver):
 async def open_postgres_checkpointer(
     database: Database, serde: Callable[[BlobStore], SerializerProtocol], *, record_runs: bool = False
 ) -> AsyncIterator[ContentPostgresSaver]:
-    """The saver on its own connection, its tables created (once, under the schema lock)."""
+    """The saver on its own small pool, its tables created (once, under the schema lock)."""
     store = await asyncio.to_thread(BlobStore, database)
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        database.url,
+        min_size=1,
+        max_size=2,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        open=False,
+        check=AsyncConnectionPool.check_connection,
+        timeout=POOL_WAIT_S,
+        name="webgen-checkpoints",
+    )
     try:
-        conn = await AsyncConnection.connect(database.url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-    except Exception as exc:
-        raise ConfigError(f"cannot connect to {database}: {str(exc).strip()[:300]}") from exc
-    try:
-        saver = (RecordingPostgresSaver if record_runs else ContentPostgresSaver)(conn, serde=serde(store))
+        try:
+            await pool.open(wait=True, timeout=open_timeout(database.url))
+        except Exception as exc:
+            raise ConfigError(f"cannot connect to {database}: {str(exc).strip()[:300]}") from exc
+        mark_reached(database.url)
+        saver = (RecordingPostgresSaver if record_runs else ContentPostgresSaver)(pool, serde=serde(store))
+        saver.where = database
         if isinstance(saver, RecordsRuns):
             saver.record_runs_in(database)
-        if not await _postgres_ready(conn, len(saver.MIGRATIONS) - 1):
-            await _with_async_schema_lock(conn, saver.setup)
+
+        async def ready() -> None:
+            async with pool.connection() as conn:
+                if not await _postgres_ready(conn, len(saver.MIGRATIONS) - 1):
+                    await _with_async_schema_lock(conn, saver.setup)
+
+        await apatiently(database, ready)
         yield saver
     finally:
-        await conn.close()
+        await pool.close()
         store.close()
 
 

@@ -12,11 +12,15 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from webgen_agent.checkpoints.database import Database, open_sqlite, pools
+from webgen_agent.checkpoints.database import Database, open_sqlite, pooled, pools
+from webgen_agent.checkpoints.outage import patiently
+
+T = TypeVar("T")
 
 # review: stopped at a review point, waiting for an answer (`resume` asks again); rejected: at finalize.
 # budget: stopped at a step boundary once its budget was spent; resumable with a larger one (docs/costs.md).
@@ -86,6 +90,7 @@ class _SqliteRuns:
     """
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.conn = open_sqlite(path)
         self.lock = threading.Lock()
         columns = ", ".join(f"{name} {_column_type(name)}" for name in COLUMNS if name != "run_id")
@@ -101,17 +106,20 @@ class _SqliteRuns:
     def upsert(self, row: dict[str, Any]) -> None:
         names = [name for name in COLUMNS if name in row]
         updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "run_id")
+        sql = (
+            f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+        )
+        self._run(lambda: self.conn.execute(sql, [row[name] for name in names]))
+
+    def _run(self, statement: Callable[[], T]) -> T:
         with self.lock:
-            self.conn.execute(
-                f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-                f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
-                [row[name] for name in names],
-            )
+            return patiently(self.path, statement)
 
     def update(self, run_id: str, fields: dict[str, Any]) -> None:
         assignments = ", ".join(f"{name} = ?" for name in fields)
-        with self.lock:
-            self.conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = ?", [*fields.values(), run_id])
+        sql = f"UPDATE runs SET {assignments} WHERE run_id = ?"
+        self._run(lambda: self.conn.execute(sql, [*fields.values(), run_id]))
 
     def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
         query, args = f"SELECT {', '.join(COLUMNS)} FROM runs", []
@@ -119,13 +127,11 @@ class _SqliteRuns:
             query, args = query + " WHERE run_id = ?", [run_id]
         elif group_id is not None:
             query, args = query + " WHERE group_id = ?", [group_id]
-        with self.lock:
-            rows = self.conn.execute(query + " ORDER BY created_at", args).fetchall()
+        rows = self._run(lambda: self.conn.execute(query + " ORDER BY created_at", args).fetchall())
         return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
     def delete(self, run_id: str) -> None:
-        with self.lock:
-            self.conn.execute("DELETE FROM runs WHERE run_id = ?", [run_id])
+        self._run(lambda: self.conn.execute("DELETE FROM runs WHERE run_id = ?", [run_id]))
 
 
 class _PostgresRuns:
@@ -133,21 +139,21 @@ class _PostgresRuns:
 
     def __init__(self, url: str) -> None:
         self.pool = pools.get(url, _create_postgres_runs)
+        self.where = Database.of(url)
 
     def upsert(self, row: dict[str, Any]) -> None:
         names = [name for name in COLUMNS if name in row]
         updates = ", ".join(f"{name} = EXCLUDED.{name}" for name in names if name != "run_id")
-        with self.pool.connection() as conn:
-            conn.execute(
-                f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))}) "
-                f"ON CONFLICT (run_id) DO UPDATE SET {updates}",
-                [row[name] for name in names],
-            )
+        sql = (
+            f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))}) "
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+        )
+        pooled(self.pool, self.where, lambda conn: conn.execute(sql, [row[name] for name in names]))
 
     def update(self, run_id: str, fields: dict[str, Any]) -> None:
         assignments = ", ".join(f"{name} = %s" for name in fields)
-        with self.pool.connection() as conn:
-            conn.execute(f"UPDATE runs SET {assignments} WHERE run_id = %s", [*fields.values(), run_id])
+        sql = f"UPDATE runs SET {assignments} WHERE run_id = %s"
+        pooled(self.pool, self.where, lambda conn: conn.execute(sql, [*fields.values(), run_id]))
 
     def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
         query = f"SELECT {', '.join(COLUMNS)} FROM runs"
@@ -156,13 +162,11 @@ class _PostgresRuns:
             query, args = query + " WHERE run_id = %s", [run_id]
         elif group_id is not None:
             query, args = query + " WHERE group_id = %s", [group_id]
-        with self.pool.connection() as conn:
-            rows = conn.execute(query + " ORDER BY created_at", args).fetchall()
+        rows = pooled(self.pool, self.where, lambda conn: conn.execute(query + " ORDER BY created_at", args).fetchall())
         return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
 
     def delete(self, run_id: str) -> None:
-        with self.pool.connection() as conn:
-            conn.execute("DELETE FROM runs WHERE run_id = %s", [run_id])
+        pooled(self.pool, self.where, lambda conn: conn.execute("DELETE FROM runs WHERE run_id = %s", [run_id]))
 
 
 def _column_type(name: str) -> str:

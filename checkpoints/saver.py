@@ -44,7 +44,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from webgen_agent.checkpoints.database import Database, require_psycopg
+from webgen_agent.checkpoints.database import SQLITE_BUSY_S, Database, require_psycopg
+from webgen_agent.checkpoints.outage import WaitsOutOutages
 from webgen_agent.checkpoints.recording import RecordsRuns
 from webgen_agent.checkpoints.retention import SqliteRetention
 from webgen_agent.checkpoints.secrets import KeepsNoSecrets
@@ -251,7 +252,7 @@ def _is_checkpoint(obj: Any) -> bool:
     return isinstance(obj, dict) and "channel_values" in obj and "channel_versions" in obj
 
 
-class AtomicWritesSaver(SqliteRetention, KeepsNoSecrets, AsyncSqliteSaver):
+class AtomicWritesSaver(WaitsOutOutages, SqliteRetention, KeepsNoSecrets, AsyncSqliteSaver):
     """AsyncSqliteSaver whose pending writes of one task are stored all or none, and whose blob-store
     I/O (the content-addressed serializer's SQLite reads and writes) runs in a worker thread, never on
     the event loop that the LangGraph server shares between runs.
@@ -260,7 +261,8 @@ class AtomicWritesSaver(SqliteRetention, KeepsNoSecrets, AsyncSqliteSaver):
     killed in between leaves part of a task's writes; on resume LangGraph takes the task as done
     and applies only that part (for the input task: the state without the edge to the first node,
     so the resumed run silently ends with no steps). One multi-row INSERT is one statement, so one
-    transaction, and still holds no transaction open across an await.
+    transaction, and still holds no transaction open across an await. A file kept locked past the
+    busy timeout is waited out for the database patience (``checkpoints/outage.py``).
     """
 
     @property
@@ -368,10 +370,11 @@ async def open_checkpointer(
     store = await asyncio.to_thread(BlobStore, database)
     # Autocommit: no write transaction stays open across an await, so the blob store's synchronous
     # writes can never wait on a lock this connection holds (a deadlock).
-    conn = await aiosqlite.connect(str(database.path), timeout=60.0, isolation_level=None)
+    conn = await aiosqlite.connect(str(database.path), timeout=SQLITE_BUSY_S, isolation_level=None)
     try:
-        await conn.execute("PRAGMA busy_timeout=60000")
+        await conn.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_S * 1000)}")
         saver = (RecordingSqliteSaver if record_runs else AtomicWritesSaver)(conn, serde=ContentAddressedSerde(store))
+        saver.where = database
         if isinstance(saver, RecordsRuns):
             saver.record_runs_in(database)
         await saver.setup()

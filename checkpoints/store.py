@@ -14,11 +14,14 @@ import os
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from webgen_agent.checkpoints.database import Database, open_sqlite, pools
+from webgen_agent.checkpoints.database import Database, open_sqlite, pooled, pools
+from webgen_agent.checkpoints.outage import patiently
+
+T = TypeVar("T")
 
 # Folders that are build output or caches, never part of a project's snapshot.
 SKIPPED_DIRS = frozenset({"node_modules", ".git", "dist", "build", ".vite", ".next", ".cache", ".turbo"})
@@ -42,27 +45,29 @@ class _SqliteBlobs:
     """The ``blobs`` table in a SQLite file: one connection, serialised by a lock."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.conn = open_sqlite(path)
         self.lock = threading.Lock()
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, size INTEGER, codec TEXT, data BLOB)"
         )
 
-    def insert(self, digest: str, size: int, codec: str, payload: bytes) -> None:
+    def _run(self, statement: Callable[[], T]) -> T:
         with self.lock:
-            self.conn.execute(
-                "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)",
-                [digest, size, codec, payload],
-            )
+            return patiently(self.path, statement)
+
+    def insert(self, digest: str, size: int, codec: str, payload: bytes) -> None:
+        sql = "INSERT OR IGNORE INTO blobs (hash, size, codec, data) VALUES (?, ?, ?, ?)"
+        self._run(lambda: self.conn.execute(sql, [digest, size, codec, payload]))
 
     def select(self, digests: list[str]) -> list[tuple[str, str, bytes]]:
         marks = ",".join("?" * len(digests))
-        with self.lock:
-            return self.conn.execute(f"SELECT hash, codec, data FROM blobs WHERE hash IN ({marks})", digests).fetchall()
+        sql = f"SELECT hash, codec, data FROM blobs WHERE hash IN ({marks})"
+        return self._run(lambda: self.conn.execute(sql, digests).fetchall())
 
     def total_bytes(self) -> int:
-        with self.lock:
-            return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+        sql = "SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs"
+        return int(self._run(lambda: self.conn.execute(sql).fetchone()[0]))
 
     def close(self) -> None:
         self.conn.close()
@@ -73,22 +78,20 @@ class _PostgresBlobs:
 
     def __init__(self, url: str) -> None:
         self.pool = pools.get(url, _create_postgres_blobs)
+        self.where = Database.of(url)
 
     def insert(self, digest: str, size: int, codec: str, payload: bytes) -> None:
-        with self.pool.connection() as conn:
-            conn.execute(
-                "INSERT INTO blobs (hash, size, codec, data) VALUES (%s, %s, %s, %s) ON CONFLICT (hash) DO NOTHING",
-                [digest, size, codec, payload],
-            )
+        sql = "INSERT INTO blobs (hash, size, codec, data) VALUES (%s, %s, %s, %s) ON CONFLICT (hash) DO NOTHING"
+        pooled(self.pool, self.where, lambda conn: conn.execute(sql, [digest, size, codec, payload]))
 
     def select(self, digests: list[str]) -> list[tuple[str, str, bytes]]:
-        with self.pool.connection() as conn:
-            rows = conn.execute("SELECT hash, codec, data FROM blobs WHERE hash = ANY(%s)", [digests]).fetchall()
+        sql = "SELECT hash, codec, data FROM blobs WHERE hash = ANY(%s)"
+        rows = pooled(self.pool, self.where, lambda conn: conn.execute(sql, [digests]).fetchall())
         return [(row[0], row[1], bytes(row[2])) for row in rows]
 
     def total_bytes(self) -> int:
-        with self.pool.connection() as conn:
-            row = conn.execute("SELECT COALESCE(SUM(octet_length(data)), 0) FROM blobs").fetchone()
+        sql = "SELECT COALESCE(SUM(octet_length(data)), 0) FROM blobs"
+        row = pooled(self.pool, self.where, lambda conn: conn.execute(sql).fetchone())
         return int(row[0]) if row else 0
 
     def close(self) -> None:

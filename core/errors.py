@@ -6,3 +6,7 @@ from __future__ import annotations
 
 class ConfigError(ValueError):
     """A setting is missing or wrong; the message is one line meant for the user."""
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The run database stayed unreachable for the whole patience; the run stops resumable. One line."""

@@ -19,6 +19,7 @@ from langgraph.types import Command, Interrupt
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.outage import listen as database_outages
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.pregel import with_runtime_context
 from webgen_agent.checkpoints.recording import row_fields
@@ -26,6 +27,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
 from webgen_agent.core.costs import Budget, Spending, budget_reached, spent
+from webgen_agent.core.errors import DatabaseUnavailable
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import InputState
@@ -106,7 +108,18 @@ async def run_resources(db_path: Database, context: AgentContext) -> AsyncIterat
         yield resources
 
 
-async def _drive(
+async def _drive(graph_input: InputState | None, *, on_progress: ProgressCallback | None, **how: Any) -> RunResult:
+    """``_drive_run``, saying once per outage that the run waits for its database (checkpoints/outage.py)."""
+
+    def database_wait(line: str) -> None:
+        if line and on_progress is not None:
+            on_progress(ProgressEvent(node="run", phase="wait", message=line).model_dump())
+
+    with database_outages(database_wait):
+        return await _drive_run(graph_input, on_progress=on_progress, **how)
+
+
+async def _drive_run(
     graph_input: InputState | None,
     *,
     record: RunRecord,
@@ -154,6 +167,8 @@ async def _drive(
                 ):
                     if mode == "custom" and isinstance(chunk, dict) and "webgen" in chunk:
                         progress(chunk["webgen"])
+            except DatabaseUnavailable:
+                raise  # the database is gone: nothing can be recorded; the row's dead process says interrupted
             except BaseException as exc:
                 # Ctrl-C or cancellation: resumable; anything else: failed (the checkpoints stay).
                 interrupted = isinstance(exc, (KeyboardInterrupt, GeneratorExit)) or isinstance(

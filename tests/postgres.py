@@ -70,6 +70,10 @@ class PostgresCluster:
             capture_output=True,
             text=True,
         )
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the server on the existing data folder (again, after ``stop``)."""
         options = " ".join(f"-c {setting}" for setting in _SERVER_SETTINGS)
         subprocess.run(
             self._as_owner(
@@ -90,6 +94,7 @@ class PostgresCluster:
         )
 
     def stop(self) -> None:
+        """Stop the server hard (``immediate``: its connections are cut, as a crash would)."""
         subprocess.run(
             self._as_owner(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-w", "-s", "-m", "immediate", "stop"),
             capture_output=True,

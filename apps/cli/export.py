@@ -145,7 +145,7 @@ def rollout(
 
     from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
-    from webgen_agent.core.errors import ConfigError
+    from webgen_agent.core.errors import ConfigError, DatabaseUnavailable
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
@@ -219,6 +219,8 @@ def rollout(
             outcomes = asyncio.run(work)
     except ConfigError as exc:
         fail(str(exc))
+    except DatabaseUnavailable as exc:
+        fail(str(exc), code=1)
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: servers stopped; run the same command again to continue.")
         raise typer.Exit(130) from None

@@ -29,6 +29,7 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
+from webgen_agent.core.errors import DatabaseUnavailable
 from webgen_agent.core.loops import loop_rules
 from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
@@ -173,6 +174,8 @@ class TrajectoryDriver:
             if self.listener is not None:
                 self.listener.started(spec, resumed=resumed)
             result = await self._drive(spec, resumed=resumed)
+        except DatabaseUnavailable:
+            raise  # every trajectory needs the database: the rollout stops, resumable
         except Exception as exc:
             return self._ended(
                 TrajectoryOutcome(
@@ -274,7 +277,10 @@ async def run_rollout(
             position = queue.get_nowait()
             outcomes[position] = await driver.run_one(specs[position])
 
-    async with use_resources(Resources(database, chromium=context.chromium)), asyncio.TaskGroup() as group:
-        for _ in range(min(workers, len(specs))):
-            group.create_task(worker())
+    try:
+        async with use_resources(Resources(database, chromium=context.chromium)), asyncio.TaskGroup() as group:
+            for _ in range(min(workers, len(specs))):
+                group.create_task(worker())
+    except* DatabaseUnavailable as stopped:
+        raise stopped.exceptions[0] from None
     return [outcome for outcome in outcomes if outcome is not None]

@@ -59,6 +59,9 @@ class RolloutView:
         row = self.running.get(spec.run_id)
         if row is None:
             return
+        if event.get("node") == "run" and event.get("phase") == "wait" and event.get("message"):
+            # The run waits out its database (said once per outage): a line of its own above the view.
+            self.console.print(Text(f"{spec.run_id}: {event['message']}", style="yellow"), soft_wrap=True)
         row.node = event.get("node", row.node)
         if event.get("node") in ("generator", "refiner") and event.get("phase") == "end":
             self.steps += 1
