@@ -20,11 +20,17 @@ from pydantic import BaseModel
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind, replay_score
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export_webloop import webloop_records
-from webgen_agent.checkpoints.flat_groups import flat_groups
+from webgen_agent.checkpoints.flat_groups import flat_groups, lone_groups
 from webgen_agent.checkpoints.formats import TEXT_FORMATS, ExportFormat
 from webgen_agent.checkpoints.rewards import advantages, group_stats
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, arrow_friendly_order, load_trajectories
+from webgen_agent.checkpoints.trajectories import (
+    BlobTexts,
+    Trajectory,
+    arrow_friendly_order,
+    load_trajectories,
+    trainable,
+)
 from webgen_agent.checkpoints.views import (
     ChatMessage,
     CriticRecord,
@@ -113,6 +119,7 @@ def step_grpo_records(
             scored_step=entry.scored_step,
             pool_entry=n,
             profile=trajectory.profile,
+            pool_rule=trajectory.pool_rule,
             reward=trajectory.entry_reward(entry, kind),
             advantage=groups.advantage[(trajectory.trajectory_id, n)],
             group_mean=mean,
@@ -164,7 +171,7 @@ def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iter
     critiqued = [
         (t, s, critique_hash, prompt_hash)
         for t in trajectories
-        for s in t.steps
+        for s in t.own_steps
         if (critique_hash := s.get("critique")) and (prompt_hash := s.get("critic_prompt"))
     ]
     texts.prefetch(
@@ -300,15 +307,16 @@ def verl_records(
 
 def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "step") -> Iterator[RewardsRecord]:
     for trajectory in trajectories:
-        steps = trajectory.steps
+        steps = trajectory.own_steps
         entries = [trajectory.entry(s) for s in steps]
-        by_index = {s["index"]: s for s in steps}
+        by_index = {s["index"]: s for s in trajectory.steps}
         chosen = trajectory.chosen_step
         yield RewardsRecord(
             group_id=trajectory.group_id,
             trajectory_id=trajectory.trajectory_id,
             status=trajectory.run.status,
             profile=trajectory.profile,
+            pool_rule=trajectory.pool_rule,
             chosen_step=-1 if chosen is None else chosen,
             steps=[s["index"] for s in steps],
             rewards=[trajectory.reward(s, kind) for s in steps],
@@ -368,7 +376,8 @@ async def export_trajectories(
         formats = f"{', '.join(TEXT_FORMATS[:-1])} and {TEXT_FORMATS[-1]}"
         raise ValueError(f"the text layout is for the {formats} formats, not {export_format}")
     started = time.monotonic()
-    trajectories = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
+    read = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
+    trajectories, left_out = trainable(read)
     flat = flat_groups(trajectories, reward)
     kept = trajectories
     if drop_flat_groups:
@@ -386,9 +395,11 @@ async def export_trajectories(
         format=export_format,
         path=str(out),
         records=count,
-        trajectories=len(trajectories),
-        groups=len({t.group_id for t in trajectories}),
+        trajectories=len(read),
+        groups=len({t.group_id for t in read}),
         flat_groups=flat,
         dropped_groups=len(flat) if drop_flat_groups else 0,
+        left_out=left_out,
+        lone_groups=lone_groups(kept, reward),
         seconds=round(time.monotonic() - started, 3),
     )

@@ -97,10 +97,10 @@ def webloop_records(
     for trajectory in trajectories:
         texts.prefetch(
             d
-            for s in trajectory.steps
+            for s in trajectory.own_steps
             for d in (s.get("checks"), s.get("critique"), s.get("critic_prompt"), s.get("critic_completion"))
         )
-        for step in trajectory.steps:
+        for step in trajectory.own_steps:
             turns.append(_coder_turn(trajectory, step, texts))
             critique = step.get("critique")
             if critique and step.get("critic_target") is not None:

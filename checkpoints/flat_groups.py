@@ -60,7 +60,7 @@ def flat_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -
         rewards = [t.entry_reward(entry, kind) for t in members for entry in t.pool]
         if len(rewards) < 2 or len(set(rewards)) > 1:
             continue
-        steps = [step for t in members for step in t.steps]
+        steps = [step for t in members for step in t.own_steps]
         reasons = Counter(step.get("judge_error", "") for step in steps if step.get("judge_error"))
         found.append(
             FlatGroup(
@@ -76,3 +76,18 @@ def flat_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -
             )
         )
     return found
+
+
+def lone_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -> list[str]:
+    """One line per group of a single pool entry: its advantage is its raw reward (mean 0, std 1, as
+    upstream's trainer gives it), beside the normalised values of every other group."""
+    by_group: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        rewards = by_group.setdefault(trajectory.group_id, [])
+        rewards.extend(trajectory.entry_reward(entry, kind) for entry in trajectory.pool)
+    return [
+        f"{group_id}: one pool entry, so its advantage is its raw reward {rewards[0]:g} (mean 0, std 1), "
+        "not a value normalised against other attempts"
+        for group_id, rewards in by_group.items()
+        if len(rewards) == 1
+    ]

@@ -7,21 +7,27 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
 from webgen_agent.checkpoints.credit import RewardKind, cascaded_reward, replay_function
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.pool_limits import PoolLimits, pool_limits
 from webgen_agent.checkpoints.rewards import PoolEntry, reward_pool
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.views import ChatMessage, TokenLogprob
+from webgen_agent.core.profiles import profile_rules
+from webgen_agent.core.profiles.rules import RewardPool
 from webgen_agent.core.state import Step
 
 T = TypeVar("T")
+
+# The name each reward-pool rule goes by in the exports (docs/exports.md).
+POOL_RULES: dict[RewardPool, str] = {"every-step": "webgen-rl", "code-edits": "one-per-step"}
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,7 @@ class Trajectory:
 
     run: RunRecord
     values: dict[str, Any]
+    root_run: str = ""  # for a fork: the run it descends from that is no fork itself
 
     @property
     def trajectory_id(self) -> str:
@@ -37,12 +44,34 @@ class Trajectory:
 
     @property
     def group_id(self) -> str:
-        """The instruction id; a run started without one is a group of its own."""
-        return self.run.group_id or self.run.run_id
+        """The instruction id; a run started without one is a group of its own, with its forks."""
+        return self.run.group_id or self.root_run or self.run.run_id
 
     @property
     def steps(self) -> list[Step]:
+        """Every step of the run's state, a fork's inherited ones included (the context its own built on)."""
         return self.values.get("steps") or []
+
+    @property
+    def inherited(self) -> int | None:
+        """A fork's steps up to this index came from its parent run (which made and exports them)."""
+        return self.run.fork_step if self.run.parent_run else None
+
+    @property
+    def own_steps(self) -> list[Step]:
+        """The steps this run made: all of them, or a fork's after its fork step."""
+        cut = self.inherited
+        return self.steps if cut is None else [s for s in self.steps if s["index"] > cut]
+
+    @cached_property
+    def limits(self) -> PoolLimits:
+        """The trainer's budgets applied to the steps (upstream profile; docs/rewards.md)."""
+        return pool_limits(self.steps, self.profile)
+
+    @property
+    def refusal(self) -> str:
+        """Why the trajectory cannot be training data under its profile's pool rule ("" when it can)."""
+        return self.limits.dropped
 
     @property
     def profile(self) -> str:
@@ -51,8 +80,22 @@ class Trajectory:
 
     @cached_property
     def pool(self) -> list[PoolEntry]:
-        """The trajectory's reward pool under its profile's rules."""
-        return reward_pool(self.steps, self.profile)
+        """The trajectory's reward pool under its profile's rules, built over every step (a fork's
+        inherited ones too), less a fork's entries that cover inherited steps only (its parent's) and
+        less the steps past the trainer's context cap (their entries stay: they count in the group)."""
+        entries = reward_pool(self.limits.steps, self.profile)
+        cut = self.inherited
+        if cut is not None:
+            entries = [replace(e, steps=[s for s in e.steps if s > cut]) for e in entries if max(e.steps) > cut]
+        withheld = self.limits.withheld_from
+        if withheld is not None:
+            entries = [replace(e, steps=[s for s in e.steps if s < withheld]) for e in entries]
+        return entries
+
+    @property
+    def pool_rule(self) -> str:
+        """The rule that built the pool: WebGen-RL's batch loop, or one entry per coder step."""
+        return POOL_RULES[profile_rules(self.profile).reward_pool]
 
     @cached_property
     def entry_of(self) -> dict[int, int]:
@@ -89,18 +132,49 @@ async def load_trajectories(
 ) -> list[Trajectory]:
     """Final states of the runs (finished ones unless ``include_unfinished``), ordered by group."""
     wanted = set(groups or [])
+    everyone = RunIndex(db_path).list()
+    roots = fork_roots(everyone)
     runs = [
         run
-        for run in RunIndex(db_path).list()
-        if (not wanted or run.group_id in wanted) and (include_unfinished or run.status == "finished")
+        for run in everyone
+        if (not wanted or (run.group_id or roots.get(run.run_id) or run.run_id) in wanted)
+        and (include_unfinished or run.status == "finished")
     ]
     async with open_checkpointer(db_path, record_runs=False) as saver:
         values = await final_values(saver, [run.run_id for run in runs])
     trajectories = [
-        Trajectory(run=run, values=values[run.run_id]) for run in runs if values.get(run.run_id, {}).get("steps")
+        Trajectory(run=run, values=values[run.run_id], root_run=roots.get(run.run_id, ""))
+        for run in runs
+        if values.get(run.run_id, {}).get("steps")
     ]
     trajectories.sort(key=lambda t: (t.group_id, t.run.created_at, t.trajectory_id))
     return trajectories
+
+
+def trainable(trajectories: Sequence[Trajectory]) -> tuple[list[Trajectory], list[str]]:
+    """The trajectories the pool rule can train, and one line per trajectory or step it cannot."""
+    kept, lines = [], []
+    for trajectory in trajectories:
+        if trajectory.refusal:
+            lines.append(f"{trajectory.trajectory_id} left out: {trajectory.refusal}")
+            continue
+        kept.append(trajectory)
+        lines.extend(f"{trajectory.trajectory_id}: {note}" for note in trajectory.limits.notes)
+    return kept, lines
+
+
+def fork_roots(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """Each fork's first ancestor that is no fork (as far as the runs table still holds its ancestors)."""
+    parent = {run.run_id: run.parent_run for run in runs}
+    roots = {}
+    for run in runs:
+        seen, root = {run.run_id}, run.run_id
+        while parent.get(root) and parent[root] not in seen:
+            root = parent[root]
+            seen.add(root)
+        if root != run.run_id:
+            roots[run.run_id] = root
+    return roots
 
 
 class BlobTexts:

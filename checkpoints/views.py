@@ -61,6 +61,9 @@ class StepGrpoRecord(BaseModel):
         description="The trajectory's reward-pool entry whose reward and advantage cover this step's tokens."
     )
     profile: str = Field(description="The rules the run followed: upstream or default (how its pool was built).")
+    pool_rule: str = Field(
+        description="The rule that built the pool: webgen-rl (WebGen-RL's batch loop) or one-per-step (docs/rewards.md)."
+    )
     reward: float = Field(description="screenshot_score + gui_score (0-10); -1 for a malformed reply.")
     advantage: float = Field(description="(reward - group_mean) / (group_std + 1e-6).")
     group_mean: float = Field(description="Mean reward of every pool entry of every trajectory of the group.")
@@ -128,6 +131,7 @@ class RewardsRecord(BaseModel):
     trajectory_id: str = Field(description="Run id.")
     status: str = Field(description="Run status: finished, failed or interrupted.")
     profile: str = Field(description="The rules the run followed: upstream or default.")
+    pool_rule: str = Field(description="The rule that built the pool: webgen-rl or one-per-step.")
     chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
     steps: list[int] = Field(description="Step indices, in order.")
     rewards: list[float] = Field(description="Reward credited to each step: its pool entry's (same order).")
@@ -269,4 +273,12 @@ class ExportReport(BaseModel):
         default_factory=list, description="Groups read whose rewards are all equal (no training signal)."
     )
     dropped_groups: int = Field(default=0, description="Flat groups left out (drop_flat_groups).")
+    left_out: list[str] = Field(
+        default_factory=list,
+        description="Trajectories and steps the trainer's pool rule cannot train as recorded, and why: one line each.",
+    )
+    lone_groups: list[str] = Field(
+        default_factory=list,
+        description="Groups of one pool entry, whose advantage is the raw reward (mean 0, std 1): one line each.",
+    )
     seconds: float = 0.0

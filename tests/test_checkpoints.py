@@ -6,8 +6,10 @@ Static sites (no npm) keep these fast; the scripted model answers over HTTP; Chr
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ from tests.postgres import fresh_db
 from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.export import export_trajectories
 from webgen_agent.checkpoints.history import final_state, saved_states
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
@@ -137,6 +140,43 @@ async def test_fork_continues_from_a_step_and_keeps_the_original(backtrack_run, 
     records = {r.run_id: r for r in RunIndex(db).list()}
     assert records["bt-fork"].parent_run == "bt" and records["bt-fork"].fork_step == 0
     assert records["bt"].status == "finished" and forked.status == "finished"
+
+
+async def test_an_export_writes_each_step_once_with_the_run_that_made_it(backtrack_run, backtrack_server, tmp_path):
+    """Two forks of step 0 and a fork of a fork: every inherited step goes out once, with its run."""
+    _, db = backtrack_run
+    context = scripted_context(backtrack_server.base_url, gui_max_actions=3)
+    for fork in ("bt-f1", "bt-f2"):
+        await fork_run(
+            "bt", step=0, note="Two columns.", new_run_id=fork, context=context, out_dir=tmp_path / fork, db_path=db
+        )
+    await fork_run(
+        "bt-f1",
+        step=1,
+        note="Brighter.",
+        new_run_id="bt-f1-f",
+        context=scripted_context(backtrack_server.base_url, gui_max_actions=3, max_steps=3),
+        out_dir=tmp_path / "bt-f1-f",
+        db_path=db,
+    )
+    report = await export_trajectories("step-grpo", tmp_path / "steps.jsonl", db_path=db, groups=["bt"])
+    records = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    made = [(r["trajectory_id"], r["step"]) for r in records]
+    assert len(made) == len(set(made)) == report.records
+    assert [step for run, step in made if run == "bt"] == list(range(7))
+    runs = RunIndex(db)
+    for fork in ("bt-f1", "bt-f2", "bt-f1-f"):
+        steps = [step for run, step in made if run == fork]
+        record = runs.get(fork)
+        assert record is not None and record.fork_step is not None
+        assert steps and min(steps) == record.fork_step + 1  # nothing it inherited
+    assert sum(step == 0 for _, step in made) == 1
+    # One group: the original's and the forks' entries, each counted once (default profile: one a step).
+    rewards = [r["reward"] for r in records]
+    mean, std = statistics.mean(rewards), statistics.stdev(rewards)
+    for record in records:
+        assert (record["group_id"], record["group_size"]) == ("bt", len(records))
+        assert record["advantage"] == pytest.approx((record["reward"] - mean) / (std + 1e-6))
 
 
 def test_two_runs_share_one_database_concurrently(tmp_path, backtrack_server, chromium_path, db_target):

@@ -33,6 +33,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import export_trajectories, sft_records, step_grpo_records
+from webgen_agent.checkpoints.flat_groups import lone_groups
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import final_values, open_checkpointer
@@ -637,6 +638,14 @@ def test_a_one_step_group_uses_mean_0_and_std_1(tmp_path):
     )
     assert (record.group_mean, record.group_std) == (0.0, 1.0)
     assert record.advantage == pytest.approx(7 / (1 + 1e-6))
+
+
+def test_a_one_entry_group_is_warned_about_beside_normalised_ones(tmp_path):
+    store = BlobStore(tmp_path / "blobs.db")
+    lone = synthetic(store, "a", "alone", [{"screenshot_score": 3, "gui_score": 4}])
+    pair = [synthetic(store, run, "pair", [{"screenshot_score": score}]) for run, score in (("b", 2), ("c", 5))]
+    (line,) = lone_groups([lone, *pair])
+    assert line.startswith("alone: one pool entry") and "raw reward 7 (mean 0, std 1)" in line
 
 
 def test_json_lines_match_pydantic_json(tmp_path):

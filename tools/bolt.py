@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from webgen_agent.core.profiles.rules import ReplyFormat
+from webgen_agent.core.profiles.rules import REPEATS_ITSELF, ReplyFormat
 
 ReplyKind = Literal["edit", "screenshot_validated", "finish", "malformed"]
 ControlWord = Literal["screenshot_validated", "finish"]
@@ -211,10 +211,10 @@ def _parse_upstream(text: str, *, rollout: bool = False) -> ParsedReply:
             problems.append(f"A '{word}' reply must not hold a boltArtifact; its code {applied}.")
             files = _edit(_strip_fence(text)).files if rollout else []
         if repetitive:
-            problems.append("The reply repeats itself.")
+            problems.append(REPEATS_ITSELF)
         return ParsedReply(kind=word, files=files, problems=problems, format_ok=not problems)
     edit = _edit(_strip_fence(text))
-    problems = [*edit.problems, *(["The reply repeats itself."] if repetitive else [])]
+    problems = [*edit.problems, *([REPEATS_ITSELF] if repetitive else [])]
     return edit.model_copy(update={"problems": problems, "format_ok": not repetitive})
 
 

@@ -321,6 +321,8 @@ def export(
     except ChatTemplateError as exc:  # a template that fails on some record
         fail(str(exc))
     warn_flat_groups(report.flat_groups, report.groups, dropped=drop_flat_groups)
+    warn_lines("left out, as WebGen-RL's trainer could not train them as recorded (docs/rewards.md)", report.left_out)
+    warn_lines("groups of one pool entry: advantage = raw reward (mean 0, std 1)", report.lone_groups)
     if report.records == 0:
         Path(report.path).unlink(missing_ok=True)
         fail(
@@ -338,13 +340,22 @@ def report_signal(database: Any, groups: list[str]) -> None:
     import asyncio
 
     from webgen_agent.checkpoints.flat_groups import flat_groups
-    from webgen_agent.checkpoints.trajectories import load_trajectories
+    from webgen_agent.checkpoints.trajectories import load_trajectories, trainable
 
-    trajectories = asyncio.run(load_trajectories(database, groups=groups))
+    trajectories, left_out = trainable(asyncio.run(load_trajectories(database, groups=groups)))
+    warn_lines("left out of the exports, as WebGen-RL's trainer could not train them as recorded", left_out)
     flat = flat_groups(trajectories)
     read = len({t.group_id for t in trajectories})
     console.print(f"{len(flat)} of {read} groups with finished trajectories have zero reward variance.")
     warn_flat_groups(flat, read, dropped=None)
+
+
+def warn_lines(title: str, lines: Sequence[str]) -> None:
+    """A warning with its lines, when there are any."""
+    if lines:
+        errors.print(f"[yellow]warning[/yellow]: {title}:", soft_wrap=True)
+        for line in lines:
+            errors.print(f"  {line}", soft_wrap=True, markup=False)
 
 
 def warn_flat_groups(flat: Sequence[FlatGroup], groups: int, *, dropped: bool | None) -> None:

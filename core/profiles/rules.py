@@ -19,6 +19,9 @@ PromptSetName = Literal["project", "webgen-agent"]
 # How a coder reply is classified (tools/bolt.py holds one parser per format): this project's,
 # WebGen-Agent's agent loop, WebGen-RL's rollout environment.
 ReplyFormat = Literal["project", "webgen-agent", "webgen-rl"]
+# The problem a repetitive reply (``has_repetition``, WebGen-RL's rule) is recorded with in the
+# upstream reply formats: tools/bolt.py writes it, the reward pool's budgets read it.
+REPEATS_ITSELF = "The reply repeats itself."
 # Where a run's observations come from: an agent run (inference) or a Step-GRPO rollout (training).
 EnvironmentName = Literal["inference", "rollout"]
 # Which steps the best-step choice (final answer, backtrack target) ranks.
@@ -88,6 +91,13 @@ class ProfileRules:
     # A backtrack tells the coder it was rolled back (else it goes on from the step's own feedback).
     backtrack_note: bool
     reward_pool: RewardPool
+    # The trainer's token budgets the reward pool honours (WebGen-RL's run script: prompt 23,767,
+    # response 9,000). A coder turn whose prompt and reply pass ``pool_context_tokens`` (where the
+    # trainer's rolling context stops growing) and every later turn are left out of the records (their
+    # entries still count in the group); a reply of ``pool_response_tokens`` or more drops its
+    # trajectory, or ends it there when the reply is repetitive. None: no budget.
+    pool_context_tokens: int | None
+    pool_response_tokens: int | None
     # What the page under test says is untrusted (prompt injection): judge and GUI verdicts must be
     # the JSON object alone, never one found inside prose (else WebGen-Agent's lenient reading). The
     # prompt set marks page text as data to the GUI agent and the verdict model (nodes/profile.py).
