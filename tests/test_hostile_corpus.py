@@ -350,7 +350,11 @@ async def poisoned_cache(tmp_path_factory, chromium_path, secret):
     patch.setenv("WEBGEN_DEPS_CACHE", str(cache))
     try:
         attack = await replay(
-            CACHE_POISON, tmp_path_factory.mktemp("corpus-poison"), secret, install_timeout_s=120.0, start_timeout_s=20.0
+            CACHE_POISON,
+            tmp_path_factory.mktemp("corpus-poison"),
+            secret,
+            install_timeout_s=120.0,
+            start_timeout_s=20.0,
         )
         honest = await replay(
             [Case("an honest run", HONEST_REPLY, ())],
