@@ -10,6 +10,8 @@ import pytest
 
 from tests.fake_endpoints import fake_endpoint
 from tests.test_cli import cli
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 
@@ -32,15 +34,25 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "bad-scenario.json").write_text(json.dumps({"rules": 5}))
     (root / "empty.jsonl").write_text("\n")
     (root / "no-instruction.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
+    (root / "a-file").write_text("not a folder")
     (root / "one.jsonl").write_text(json.dumps({"id": "a", "instruction": "A blog", "ui_instruct": []}) + "\n")
     return root
 
 
 @pytest.fixture(scope="module")
-def fakes() -> dict[str, str]:
-    """Two servers that are not model endpoints: a web server's welcome page, and binary junk."""
+def scripted() -> ScriptedServer:
+    """A model endpoint that answers (the scripted server): no case below gets as far as asking it."""
+    scenario = Scenario.model_validate({"name": "bad-input", "rules": [{"model": "served-model", "content": "OK"}]})
+    with ScriptedServer(scenario) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def fakes(scripted: ScriptedServer) -> dict[str, str]:
+    """Two servers that are not model endpoints (a web server's welcome page, binary junk), and the
+    scripted one."""
     with fake_endpoint("html") as html, fake_endpoint("junk") as junk:
-        yield {"html": html, "junk": junk}
+        yield {"html": html, "junk": junk, "served": scripted.base_url}
 
 
 MODEL = ["--model", "m", "--base-url", DEAD]
@@ -75,6 +87,39 @@ CASES = {
             ("bench", ["bench", "--data", "{root}/one.jsonl", "--out", "{root}/b"], "{root}/new.db"),
         )
     },
+    # An output path nothing can be written to: refused before a model is asked or a run recorded.
+    **{
+        f"{command}: --out {where}": (
+            [*argv, "--out", path],
+            problem,
+        )
+        for where, path, problem in (
+            ("under a file", "{root}/a-file/sub", "a-file is a file, not a folder"),
+            ("in /proc", "/proc/webgen/out", "cannot write in /proc"),
+        )
+        for command, argv in (
+            ("run", ["run", "A blog", "--model", "served-model", "--base-url", "{served}", "--db", "{root}/new.db"]),
+            (
+                "fork",
+                [
+                    "fork",
+                    "done",
+                    "--step",
+                    "0",
+                    "--model",
+                    "served-model",
+                    "--base-url",
+                    "{served}",
+                    "--db",
+                    "{root}/runs.db",
+                ],
+            ),
+            ("export", ["export", "--format", "sft", "--include-unfinished", "--db", "{root}/runs.db"]),
+            ("ship", ["ship", "done", "--db", "{root}/runs.db"]),
+            ("report", ["report", "done", "--db", "{root}/runs.db"]),
+            ("bench", ["bench", "--data", "{root}/one.jsonl", "--model", "served-model", "--base-url", "{served}"]),
+        )
+    },
     "scripted-server: bad scenario": (
         ["scripted-server", "--scenario", "{root}/bad-scenario.json"],
         "name: Field required",
@@ -92,7 +137,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_bad_input_is_one_line_and_exit_2(inputs: Path, fakes: dict[str, str], case: str) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    inputs: Path, fakes: dict[str, str], scripted: ScriptedServer, case: str
+) -> None:
     argv, expected = CASES[case]
     result = cli(*(arg.format(root=inputs, **fakes) for arg in argv))
     assert result.returncode == 2, (result.stdout, result.stderr)
@@ -102,6 +149,8 @@ def test_bad_input_is_one_line_and_exit_2(inputs: Path, fakes: dict[str, str], c
     # Nothing is created by a command that failed on its input.
     assert not (inputs / "typo.db").exists() and not (inputs / "new.db").exists() and not (inputs / "b").exists()
     assert not (inputs / "o.jsonl").exists() and not (inputs / "x.zip").exists()
+    assert len(RunIndex(Database.of(str(inputs / "runs.db"))).list()) == 2  # nothing recorded
+    assert scripted.requests == []  # no model was asked: nothing spent
 
 
 def test_export_of_unfinished_runs_names_the_flag(inputs: Path, tmp_path: Path) -> None:

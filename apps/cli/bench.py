@@ -42,6 +42,7 @@ from webgen_agent.apps.cli.common import (
     with_sampling,
 )
 from webgen_agent.apps.cli.model_flags import with_model_flags
+from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
     ActorsFlag,
     CpusPerRunFlag,
@@ -283,6 +284,7 @@ def bench(
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
+    check_out_folder(out)
     if context is not None:
         check_before_run(context, db_path)
     if no_sandbox:

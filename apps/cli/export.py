@@ -41,6 +41,7 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
+from webgen_agent.apps.cli.out_paths import check_out_file, check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
     ActorsFlag,
     CpusPerRunFlag,
@@ -184,6 +185,7 @@ def rollout(
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
     cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
+    check_out_folder(out_dir)
     check_before_run(context, database)
     if no_sandbox:
         warn_unconfined()
@@ -289,6 +291,7 @@ def export(
     from webgen_agent.checkpoints.writers import ChatRender
 
     db_path = existing_db(db)
+    check_out_file(out)
     if text != (chat_template is not None):
         fail("--text and --chat-template TOKENIZER go together")
     render: ChatRender | None = None

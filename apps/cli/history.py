@@ -32,6 +32,7 @@ from webgen_agent.apps.cli.common import (
     with_sampling,
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
+from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.run import finish, review_flag_points
 
 if TYPE_CHECKING:
@@ -164,6 +165,7 @@ def fork(
     context = make_context(
         with_sampling(settings, temperature, top_p), no_sandbox=no_sandbox, allow_hosts=allow_host, **recorded
     )
+    check_out_folder(out or Path(context.runs_dir))
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:
         result = run_async(

@@ -10,6 +10,7 @@ import typer
 from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
 from webgen_agent.apps.cli.common import existing_db
 from webgen_agent.apps.cli.model_flags import db_option
+from webgen_agent.apps.cli.out_paths import check_out_file
 
 app = CommandApp()
 
@@ -25,8 +26,11 @@ def report(
     cost; images embedded, nothing fetched when opened."""
     from webgen_agent.apps.report.html import write_report
 
+    database = existing_db(db)
+    if out is not None:
+        check_out_file(out)
     try:
-        path = run_async(write_report(run_id, db_path=existing_db(db), out=out))
+        path = run_async(write_report(run_id, db_path=database, out=out))
     except ValueError as exc:
         fail(str(exc))
     console.print(f"report: {path}", soft_wrap=True, highlight=False)

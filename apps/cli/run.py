@@ -47,6 +47,7 @@ from webgen_agent.apps.cli.common import (
     with_sampling,
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
+from webgen_agent.apps.cli.out_paths import check_out_folder
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -114,6 +115,7 @@ def run(
         budget_tokens=budget_tokens,
         **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
     )
+    check_out_folder(out or Path(context.runs_dir))
     check_before_run(context, resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id
 

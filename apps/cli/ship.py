@@ -11,6 +11,7 @@ from webgen_agent.apps.cli.agent_flags import no_sandbox_option
 from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
 from webgen_agent.apps.cli.common import existing_db
 from webgen_agent.apps.cli.model_flags import db_option
+from webgen_agent.apps.cli.out_paths import check_out_file
 
 app = CommandApp()
 
@@ -40,12 +41,14 @@ def ship(
     from webgen_agent.core.context import Settings
     from webgen_agent.core.errors import ConfigError
 
+    database = existing_db(db)
+    check_out_file(out)
     try:
         result = run_async(
             ship_run(
                 run_id,
                 out=out.resolve(),
-                db_path=existing_db(db),
+                db_path=database,
                 step=step,
                 build=build,
                 chromium=chromium or Settings().chromium,
