@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.credit import RewardKind
+from webgen_agent.core.profiles.rules import NO_PACKAGE_JSON
+from webgen_agent.core.state import Execution
 
 if TYPE_CHECKING:  # only for annotations
     from webgen_agent.checkpoints.trajectories import Trajectory
@@ -30,6 +32,9 @@ class FlatGroup(BaseModel):
     trajectories: int
     judge_failures: int = Field(description="Steps whose screenshot judge gave no usable answer.")
     unrendered: int = Field(description="Code edits whose project did not run, so no page was graded.")
+    no_package_json: int = Field(
+        default=0, description="Of those, edits stopped for having no package.json (static sites not served)."
+    )
     reasons: list[str] = Field(default_factory=list, description="The most frequent judge failure reasons.")
 
     def line(self) -> str:
@@ -40,11 +45,20 @@ class FlatGroup(BaseModel):
             why.append(f"{self.judge_failures} judge failures ({reasons})")
         if self.unrendered:
             why.append(f"{self.unrendered} edits that did not run")
+        if self.no_package_json:
+            why.append(
+                f"{self.no_package_json} of them had no package.json: this profile runs npm projects only, as "
+                "WebGen-Agent does (`--profile default` also serves static sites)"
+            )
         cause = ", ".join(why) or "every entry earned the same grades"
         return (
             f"{self.group_id}: all {self.entries} rewards of {self.trajectories} trajectories are "
             f"{self.reward:g}: {cause}"
         )
+
+
+def _stopped_for_no_package_json(execution: Execution | None) -> bool:
+    return execution is not None and execution.get("error") == NO_PACKAGE_JSON
 
 
 def flat_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -> list[FlatGroup]:
@@ -71,6 +85,9 @@ def flat_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -
                 judge_failures=sum(reasons.values()),
                 unrendered=sum(
                     1 for s in steps if s["action"] == "edit" and s.get("execution") and not s["execution"]["ok"]
+                ),
+                no_package_json=sum(
+                    1 for s in steps if s["action"] == "edit" and _stopped_for_no_package_json(s.get("execution"))
                 ),
                 reasons=[reason[:160] for reason, _ in reasons.most_common(_REASONS_SHOWN)],
             )

@@ -154,3 +154,30 @@ def test_the_report_says_the_judge_failed_and_why() -> None:
         totals=Totals(steps=1, seconds=0, input_tokens=0, output_tokens=0, model_calls=0),
     )
     assert 'Screenshot judge</b> 0/5: <span class="why">the judge failed: unusable answer' in render_report(report)
+
+
+@pytest.mark.e2e
+def test_a_rollout_of_static_sites_under_the_upstream_profile_says_why_it_scored_nothing(tmp_path: Path) -> None:
+    """Rollouts default to the upstream profile, which runs npm projects only: a coder that writes
+    static sites scores 0 on every step, and the rollout's summary names the cause and the flag."""
+    from tests.helpers import scripted_models
+    from tests.test_cli import cli
+    from webgen_agent.apps.demo import scenario_path
+    from webgen_agent.apps.scripted.server import ScriptedServer
+    from webgen_agent.apps.scripted.views import Scenario
+
+    records = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
+    with ScriptedServer(Scenario.load(scenario_path("rollout"))) as server:
+        result = cli(
+            "rollout",
+            *("--data", str(records), "--ids", "recipes", "--samples", "2", "--max-steps", "2"),
+            *("--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "out"), "--no-sandbox"),
+            *scripted_models(server.base_url),
+            timeout=600,
+        )
+    assert result.returncode == 0, result.stderr
+    assert "1 of 1 groups with finished trajectories have zero reward variance" in result.stdout
+    (line,) = [line for line in result.stderr.splitlines() if line.strip().startswith("recipes:")]
+    assert "all 4 rewards of 2 trajectories are 0" in line and "4 edits that did not run" in line
+    assert "4 of them had no package.json: this profile runs npm projects only" in line
+    assert "`--profile default` also serves static sites" in line

@@ -22,6 +22,12 @@ ReplyFormat = Literal["project", "webgen-agent", "webgen-rl"]
 # The problem a repetitive reply (``has_repetition``, WebGen-RL's rule) is recorded with in the
 # upstream reply formats: tools/bolt.py writes it, the reward pool's budgets read it.
 REPEATS_ITSELF = "The reply repeats itself."
+# What a project without package.json is told where static sites are not served (WebGen-Agent runs
+# `npm install` and `npm run dev`, and npm fails without one); the exports count the edits it stopped.
+NO_PACKAGE_JSON = (
+    "The project has no package.json: `npm install` and `npm run dev` end with an error without one, "
+    "so nothing was installed or started. Write a package.json with a dev script."
+)
 # Where a run's observations come from: an agent run (inference) or a Step-GRPO rollout (training).
 EnvironmentName = Literal["inference", "rollout"]
 # Which steps the best-step choice (final answer, backtrack target) ranks.

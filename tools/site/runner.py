@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.core.profiles.rules import NO_PACKAGE_JSON
 from webgen_agent.tools.limits import WorkspaceGuard
 from webgen_agent.tools.npm_cache import AGENT_NPM_CACHE, private_npm_cache
 from webgen_agent.tools.process import (
@@ -52,13 +53,6 @@ from webgen_agent.tools.site.project import (
 from webgen_agent.tools.site.shell import run_shell
 
 Kind = Literal["npm", "static"]
-
-# A project without package.json where static sites are not served (WebGen-Agent runs `npm install`
-# and `npm run dev`, and npm fails without one).
-NO_PACKAGE_JSON = (
-    "The project has no package.json: `npm install` and `npm run dev` end with an error without one, "
-    "so nothing was installed or started. Write a package.json with a dev script."
-)
 
 
 class ExecutionResult(BaseModel):
