@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import shutil
 import socket
 import sys
@@ -28,7 +29,7 @@ import pytest
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.context import SandboxSettings
-from webgen_agent.tools.netns import INNER_FOLDER, network_problem
+from webgen_agent.tools.netns import INNER_FOLDER, MAX_PROXY_CONNECTIONS, network_problem
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.sandbox import sandbox_problem, workspace_confinement
 from webgen_agent.tools.site import SiteRunner, free_port
@@ -234,3 +235,40 @@ async def test_allow_host_lets_a_named_host_through(tmp_path, local_service):
     assert "The sandbox's proxy refused the host localhost" in refused
     allowed = await _shell(_runner(tmp_path / "allowed", allow_hosts=["localhost"]), script)
     assert "a local service's page" in allowed, allowed
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+FLOOD = 2000  # idle connections the attacker opens to its proxy (4,000 were tried by hand)
+
+
+async def test_a_connection_flood_on_the_proxy_costs_the_attacking_sandbox_only(tmp_path, local_service, caplog, capfd):
+    # Every connection the proxy accepted held a descriptor of the agent (two once tunnelled, with no
+    # idle timeout): a few thousand stopped every run of the process. Now each sandbox's proxy holds
+    # at most MAX_PROXY_CONNECTIONS at once and closes the rest as they come.
+    flood = (
+        "const net = require('net'); let open = 0, closed = 0;"
+        f"for (let i = 0; i < {FLOOD}; i++) {{ const s = net.connect(47819, '127.0.0.1');"
+        " s.on('connect', () => open++); s.on('close', () => closed++); s.on('error', () => {}); }"
+        "setTimeout(() => { require('fs').writeFileSync('flooded', open + ' ' + closed); }, 3000);"
+        "setTimeout(() => process.exit(0), 12000);"
+    )
+    attacker = _runner(tmp_path / "attacker")
+    before = _descriptors()
+    attack = asyncio.create_task(attacker.shell(f'node -e "{flood}"', timeout_s=60))
+    marker = attacker.workspace / "flooded"
+    for _ in range(200):
+        if marker.exists() or attack.done():
+            break
+        await asyncio.sleep(0.1)
+    during = _descriptors()
+    # Another sandbox, meanwhile, reaches an allowed host through its own proxy.
+    script = f"curl -sS -m 10 --noproxy '' --proxy \"$http_proxy\" http://localhost:{local_service}/; echo"
+    honest = await _shell(_runner(tmp_path / "honest", allow_hosts=["localhost"]), script)
+    result = await attack
+    assert result.exit_code == 0, result.output_tail
+    assert "a local service's page" in honest
+    assert during - before < 2 * MAX_PROXY_CONNECTIONS + 40, (before, during, marker.read_text())
+    assert "CancelledError" not in caplog.text + capfd.readouterr().err

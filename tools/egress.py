@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import ipaddress
 import socket
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
@@ -102,25 +103,38 @@ async def connect(addresses: list[IPAddress], port: int) -> Streams | None:
     return None
 
 
-async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter, last: list[float]) -> None:
     while data := await source.read(_CHUNK):
+        last[0] = time.monotonic()
         sink.write(data)
         await sink.drain()
     if sink.can_write_eof():
         sink.write_eof()  # a half-close: the other direction may still carry the answer
 
 
-async def relay(a: Streams, b: Streams) -> None:
-    """Copy bytes both ways until both sides are done (or either fails), then close both."""
-    copies = [asyncio.ensure_future(_copy(a[0], b[1])), asyncio.ensure_future(_copy(b[0], a[1]))]
+async def relay(a: Streams, b: Streams, *, idle_s: float | None = None) -> None:
+    """Copy bytes both ways until both sides are done (or either fails, or, with ``idle_s``, no
+    byte crossed either way for that long), then close both."""
+    last = [time.monotonic()]
+    copies = [asyncio.ensure_future(_copy(a[0], b[1], last)), asyncio.ensure_future(_copy(b[0], a[1], last))]
+    both = asyncio.gather(*copies)
     try:
-        await asyncio.gather(*copies)
+        while True:
+            wait = None if idle_s is None else max(0.0, last[0] + idle_s - time.monotonic())
+            done, _ = await asyncio.wait({both}, timeout=wait)
+            if done:
+                both.result()
+                break
+            if idle_s is not None and time.monotonic() - last[0] >= idle_s:
+                break  # idle both ways: a held connection costs the agent two descriptors
     except OSError:
         pass  # a reset connection ends the relay like a closed one
     finally:
         for copy in copies:
             copy.cancel()
         await asyncio.gather(*copies, return_exceptions=True)
+        if both.done() and not both.cancelled():
+            both.exception()  # retrieved: a failure after the cancel is no error to report
         for writer in (a[1], b[1]):
             writer.close()
 

@@ -67,6 +67,7 @@ from webgen_agent.tools.egress import (
     resolve,
 )
 from webgen_agent.tools.netns_bridge import PROXY_SOCKET, SITE_SOCKET
+from webgen_agent.tools.netns_doors import close_door, received_socket
 
 __all__ = [
     "INNER_FOLDER",
@@ -83,6 +84,10 @@ INNER_FOLDER = "/tmp/.webgen-net"  # where the gate's folder is bound inside (on
 INNER_PROXY_PORT = 47819  # the proxy's port on the sandbox's own loopback
 DEFAULT_REGISTRY_HOST = "registry.npmjs.org"
 _TIMEOUT_S = 30.0
+# A sandbox's proxy holds at most this many connections at once (npm opens 15); more are closed as
+# they come, so a flood costs the agent no descriptors beyond these (each holds two once tunnelled).
+MAX_PROXY_CONNECTIONS = 64
+PROXY_IDLE_S = 120.0  # a proxied connection that carries no byte either way for this long is closed
 _Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
@@ -269,6 +274,8 @@ class NetworkGate:
         self._loop = asyncio.new_event_loop()
         self._servers: list[asyncio.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._proxy_clients = 0
+        self._loop.set_exception_handler(_quiet_cancellations)
         self._thread = threading.Thread(target=self._loop.run_forever, name="webgen-netns", daemon=True)
         self._thread.start()
         if policy.allow_hosts:
@@ -305,19 +312,25 @@ class NetworkGate:
         future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return future.result(timeout=_TIMEOUT_S)
 
-    def _connection(self, handler: _Handler) -> _Handler:
+    def _connection(self, handler: _Handler, *, proxy: bool = False) -> _Handler:
         """``handler`` run for one connection: its task held by the gate (asyncio keeps only weak
         references to tasks), cancelled at the close, which ends it quietly (asyncio's streams log a
-        traceback for every cancelled connection task)."""
+        traceback for every cancelled connection task). A proxy connection over
+        ``MAX_PROXY_CONNECTIONS`` is closed at once."""
 
         async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if proxy and self._proxy_clients >= MAX_PROXY_CONNECTIONS:
+                writer.transport.abort()
+                return
             task = asyncio.current_task()
             if task is not None:
                 self._connections.add(task)
+            self._proxy_clients += proxy
             try:
                 with contextlib.suppress(asyncio.CancelledError):
                     await handler(reader, writer)
             finally:
+                self._proxy_clients -= proxy
                 self._connections.discard(task)
 
         return run
@@ -369,7 +382,7 @@ class NetworkGate:
             finally:
                 os.close(fd)
             await loop.sock_sendall(door, f"{port}\n".encode())
-            inner = await _received_socket(door, listening=False)
+            inner = await received_socket(door, listening=False)
         if inner is None:
             return None
         return await asyncio.open_connection(sock=inner, limit=BUFFER)
@@ -394,18 +407,18 @@ class NetworkGate:
                 with handed:
                     handed.setblocking(False)
                     with contextlib.suppress(OSError, TimeoutError):
-                        listener = await asyncio.wait_for(_received_socket(handed, listening=True), _TIMEOUT_S)
+                        listener = await asyncio.wait_for(received_socket(handed, listening=True), _TIMEOUT_S)
                         if listener is None:
                             continue
                         server = await asyncio.start_server(
-                            self._connection(self._proxy_client), sock=listener, limit=BUFFER
+                            self._connection(self._proxy_client, proxy=True), sock=listener, limit=BUFFER
                         )
                         self._servers.append(server)
-                        await _close_door(door, self.folder / PROXY_SOCKET)  # one listener per sandbox
+                        await close_door(door, self.folder / PROXY_SOCKET)  # one listener per sandbox
                         await loop.sock_sendall(handed, b"1")
                         return
         finally:
-            await _close_door(door, self.folder / PROXY_SOCKET)
+            await close_door(door, self.folder / PROXY_SOCKET)
 
     async def _proxy_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -426,65 +439,13 @@ class NetworkGate:
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
             upstream[1].write(request.head + b"\r\n\r\n")
-        await relay((reader, writer), upstream)
+        await relay((reader, writer), upstream, idle_s=PROXY_IDLE_S)
 
 
-async def _readable(sock: socket.socket) -> None:
-    """Wait until ``sock`` (non-blocking) has something to read."""
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def mark() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_reader(sock.fileno(), mark)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(sock.fileno())
-
-
-async def _received_socket(channel: socket.socket, *, listening: bool) -> socket.socket | None:
-    """The socket the bridge hands over on ``channel`` (one byte and one descriptor), if it is what
-    the agent asked for: a TCP socket that listens (``listening``) or one connected to a loopback
-    address. Anything else (a file, a pipe, a unix socket, several descriptors: what a process that
-    took the bridge's place could send) is closed unused."""
-    await _readable(channel)
-    _data, fds, _flags, _address = socket.recv_fds(channel, 1, 4)
-    for extra in fds[1:]:
-        with contextlib.suppress(OSError):
-            os.close(extra)
-    if not fds:
-        return None
-    try:
-        sock = socket.socket(fileno=fds[0])  # fails on what is not a socket
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.close(fds[0])
-        return None
-    try:
-        ok = (
-            sock.family in (socket.AF_INET, socket.AF_INET6)
-            and sock.type == socket.SOCK_STREAM
-            and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)) == listening
-            and (listening or _loopback(sock.getpeername()[0]))
-        )
-    except OSError:
-        ok = False
-    if not ok:
-        sock.close()
-        return None
-    sock.setblocking(False)
-    return sock
-
-
-def _loopback(host: str) -> bool:
-    address = literal_address(host)
-    return address is not None and address.is_loopback
-
-
-async def _close_door(door: socket.socket, path: Path) -> None:
-    door.close()
-    # Off the event loop: a host such as `langgraph dev` fails a run that touches files on it.
-    await asyncio.to_thread(path.unlink, missing_ok=True)
+def _quiet_cancellations(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The gate loop's exception handler: a connection task cancelled at the close before it ran
+    makes asyncio's streams call ``task.exception()``, which raises CancelledError in a callback
+    (a traceback on the terminal per connection); those are dropped, anything else reported."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    loop.default_exception_handler(context)
