@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +19,8 @@ from pydantic import BaseModel
 
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind, replay_score
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.checkpoints.export_webloop import webloop_records
 from webgen_agent.checkpoints.flat_groups import flat_groups, lone_groups
-from webgen_agent.checkpoints.formats import TEXT_FORMATS, ExportFormat
+from webgen_agent.checkpoints.formats import ExportFormat, format_entry, text_formats_words
 from webgen_agent.checkpoints.rewards import advantages, group_stats
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import (
@@ -32,8 +31,10 @@ from webgen_agent.checkpoints.trajectories import (
     trainable,
 )
 from webgen_agent.checkpoints.views import (
+    DEFAULT_EXPORT,
     ChatMessage,
     CriticRecord,
+    ExportOptions,
     ExportReport,
     RewardsRecord,
     SftRecord,
@@ -56,6 +57,9 @@ def _token_ids(texts: BlobTexts, digest: str | None) -> tuple[list[int] | None, 
     ids = texts.json(digest)
     return ids.get("prompt"), ids.get("completion")
 
+
+# A format's builder (checkpoints/formats.py): the trajectories, their texts and the options -> records.
+Builder = Callable[[Sequence[Trajectory], BlobTexts, ExportOptions], Iterator[BaseModel]]
 
 EntryKey = tuple[str, int]  # (trajectory id, pool entry)
 
@@ -85,10 +89,11 @@ class GroupRewards:
 
 
 def step_grpo_records(
-    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
 ) -> Iterator[StepGrpoRecord]:
     """One record per coder step covered by a pool entry; its reward and advantage are the entry's,
     normalised over the entries of the whole group."""
+    kind = options.reward
     pairs = [(t, step) for t in trajectories for step in t.steps if step["index"] in t.entry_of]
     texts.prefetch_prompts(step["prompt"] for _, step in pairs)
     texts.prefetch(d for _, step in pairs for d in (step["completion"], step.get("logprobs"), step.get("token_ids")))
@@ -144,9 +149,10 @@ def _final_step(trajectory: Trajectory) -> Step:
 
 
 def sft_records(
-    trajectories: Sequence[Trajectory], texts: BlobTexts, *, min_score: float | None = None
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
 ) -> Iterator[SftRecord]:
     """The conversation up to and including the chosen (else the last) step's completion."""
+    min_score = options.min_score
     finals = [(t, _final_step(t)) for t in trajectories]
     texts.prefetch_prompts(step["prompt"] for _, step in finals)
     texts.prefetch(step["completion"] for _, step in finals)
@@ -166,7 +172,9 @@ def sft_records(
         )
 
 
-def critic_records(trajectories: Sequence[Trajectory], texts: BlobTexts) -> Iterator[CriticRecord]:
+def critic_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
+) -> Iterator[CriticRecord]:
     """One record per llm critique that a Refiner step answered; credit = its reward gain."""
     critiqued = [
         (t, s, critique_hash, prompt_hash)
@@ -230,11 +238,12 @@ def _branch(trajectory: Trajectory, last: Step) -> list[Step]:
 
 
 def trajectory_records(
-    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
 ) -> Iterator[TrajectoryRecord]:
     """One record per trajectory: its last step's conversation, each assistant turn credited with the
     reward and advantage of the pool entry covering the step that wrote it (as in the step-grpo
     export; steps a backtrack left behind are not in the conversation)."""
+    kind = options.reward
     lasts = [(t, t.steps[-1]) for t in trajectories]
     texts.prefetch_prompts(step["prompt"] for _, step in lasts)
     texts.prefetch(step["completion"] for _, step in lasts)
@@ -280,12 +289,12 @@ def _test_cases(trajectory: Trajectory, texts: BlobTexts) -> str:
 
 
 def verl_records(
-    trajectories: Sequence[Trajectory], texts: BlobTexts, *, kind: RewardKind = "step"
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
 ) -> Iterator[VerlRecord]:
     """The trajectory records in verl's layout (data_source, prompt, ability, reward_model, extra_info)
     plus the multi-turn ``messages``; ``prompt`` is the conversation up to the first assistant turn."""
     by_id = {t.trajectory_id: t for t in trajectories}
-    for index, record in enumerate(trajectory_records(trajectories, texts, kind=kind)):
+    for index, record in enumerate(trajectory_records(trajectories, texts, options)):
         trajectory = by_id[record.trajectory_id]
         first_answer = next((n for n, m in enumerate(record.messages) if m.role == "assistant"), len(record.messages))
         yield VerlRecord(
@@ -305,7 +314,11 @@ def verl_records(
         )
 
 
-def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "step") -> Iterator[RewardsRecord]:
+def rewards_records(
+    trajectories: Sequence[Trajectory], texts: BlobTexts | None = None, options: ExportOptions = DEFAULT_EXPORT
+) -> Iterator[RewardsRecord]:
+    """Every step's reward and scores (no texts read)."""
+    kind = options.reward
     for trajectory in trajectories:
         steps = trajectory.own_steps
         entries = [trajectory.entry(s) for s in steps]
@@ -330,30 +343,11 @@ def rewards_records(trajectories: Sequence[Trajectory], *, kind: RewardKind = "s
 
 
 def build_records(
-    export_format: ExportFormat,
-    trajectories: Sequence[Trajectory],
-    store: BlobStore,
-    *,
-    min_score: float | None = None,
-    reward: RewardKind = "step",
-    critic_reward: CriticReward = "dh",
+    export_format: ExportFormat, trajectories: Sequence[Trajectory], store: BlobStore, options: ExportOptions
 ) -> Iterator[BaseModel]:
-    texts = BlobTexts(store)
-    if export_format == "step-grpo":
-        return step_grpo_records(trajectories, texts, kind=reward)
-    if export_format == "webloop":
-        return webloop_records(trajectories, texts, critic=critic_reward)
-    if export_format == "sft":
-        return sft_records(trajectories, texts, min_score=min_score)
-    if export_format == "critic":
-        return critic_records(trajectories, texts)
-    if export_format == "rewards":
-        return rewards_records(trajectories, kind=reward)
-    if export_format == "trajectory":
-        return trajectory_records(trajectories, texts, kind=reward)
-    if export_format == "verl":
-        return verl_records(trajectories, texts, kind=reward)
-    raise ValueError(f"unknown export format {export_format!r}")
+    """The records of ``export_format`` (its builder in checkpoints/formats.py)."""
+    builder: Builder = format_entry(export_format).build()
+    return builder(trajectories, BlobTexts(store), options)
 
 
 async def export_trajectories(
@@ -372,9 +366,9 @@ async def export_trajectories(
 ) -> ExportReport:
     """Read the trajectories and write ``out`` (JSON lines, or parquet) in ``export_format``; with
     ``render``, a prompt-completion format's messages become the chat template's strings."""
-    if render is not None and export_format not in TEXT_FORMATS:
-        formats = f"{', '.join(TEXT_FORMATS[:-1])} and {TEXT_FORMATS[-1]}"
-        raise ValueError(f"the text layout is for the {formats} formats, not {export_format}")
+    if render is not None and not format_entry(export_format).text:
+        raise ValueError(f"the text layout is for the {text_formats_words()} formats, not {export_format}")
+    format_entry(export_format)  # an unknown format fails before anything is read
     started = time.monotonic()
     read = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
     trajectories, left_out = trainable(read)
@@ -385,9 +379,8 @@ async def export_trajectories(
         kept = [t for t in trajectories if t.group_id not in dropped]
     store = BlobStore(db_path)
     try:
-        records = build_records(
-            export_format, kept, store, min_score=min_score, reward=reward, critic_reward=critic_reward
-        )
+        options = ExportOptions(min_score=min_score, reward=reward, critic_reward=critic_reward)
+        records = build_records(export_format, kept, store, options)
         count = write_records(records, Path(out), parquet=parquet, render=render)
     finally:
         store.close()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from webgen_agent.checkpoints.credit import CriticReward, critic_reward, discriminability, helpfulness
 from webgen_agent.checkpoints.rewards import MALFORMED_REWARD, advantages, group_stats, scored_step
 from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, arrow_friendly_order
-from webgen_agent.checkpoints.views import ChatMessage, WebloopRecord, WebloopRole
+from webgen_agent.checkpoints.views import DEFAULT_EXPORT, ChatMessage, ExportOptions, WebloopRecord, WebloopRole
 from webgen_agent.core.state import Step
 from webgen_agent.core.views import CodeCritique
 
@@ -91,8 +91,9 @@ def _critic_turn(
 
 
 def webloop_records(
-    trajectories: Sequence[Trajectory], texts: BlobTexts, *, critic: CriticReward = "dh"
+    trajectories: Sequence[Trajectory], texts: BlobTexts, options: ExportOptions = DEFAULT_EXPORT
 ) -> Iterator[WebloopRecord]:
+    critic = options.critic_reward
     turns: list[_Turn] = []
     for trajectory in trajectories:
         texts.prefetch(

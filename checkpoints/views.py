@@ -15,11 +15,27 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.flat_groups import FlatGroup
 from webgen_agent.checkpoints.formats import ExportFormat
 from webgen_agent.core.views import Critique
 
 WebloopRole = Literal["generator", "critic", "refiner"]
+
+
+class ExportOptions(BaseModel):
+    """What ``export`` asks of every builder (checkpoints/formats.py); each reads the options it has a use for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_score: float | None = Field(default=None, description="sft: keep trajectories whose reward is at least this.")
+    reward: RewardKind = Field(
+        default="step", description="The reward of a step (step-grpo, trajectory, rewards, verl)."
+    )
+    critic_reward: CriticReward = Field(default="dh", description="webloop: the Critic's reward.")
+
+
+DEFAULT_EXPORT = ExportOptions()
 
 
 class ChatMessage(BaseModel):

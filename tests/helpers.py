@@ -20,7 +20,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from websockets.asyncio.client import ClientConnection
 
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.checkpoints.store import iter_project_files
+from webgen_agent.checkpoints.runs import RunRecord
+from webgen_agent.checkpoints.store import BlobStore, iter_project_files
+from webgen_agent.checkpoints.trajectories import Trajectory
 
 T = TypeVar("T")
 
@@ -212,3 +214,48 @@ def pids_limit_enforced() -> bool:
     from webgen_agent.tools.limits import cgroup_parent
 
     return cgroup_parent("pids") is not None or os.geteuid() != 0
+
+
+def synthetic(
+    store: BlobStore,
+    run_id: str,
+    group: str,
+    steps: list[dict[str, Any]],
+    *,
+    chosen: int | None = None,
+    logprobs: bool = False,
+) -> Trajectory:
+    """A trajectory whose coder turns are stored like the nodes store them (ChatRef lists, texts);
+    ``steps`` give each step's fields beyond a plain edit (``size``: the completion's length)."""
+    conversation = [
+        {"role": "system", "hash": store.put_text("system prompt")},
+        {"role": "user", "hash": store.put_text(f"build {group}")},
+    ]
+    records = []
+    for index, fields in enumerate(steps):
+        completion = f"reply {index} of {run_id} " + "x" * fields.pop("size", 10)
+        record = {
+            "index": index,
+            "role": "generator" if index == 0 else "refiner",
+            "action": "edit",
+            "prompt": store.put_json(conversation),
+            "completion": store.put_text(completion),
+            "format_ok": True,
+            "screenshot_score": 0,
+            "gui_score": 0,
+            "model": "m",
+            "parent": index - 1 if index else None,
+            **fields,
+        }
+        if logprobs:
+            record["logprobs"] = store.put_json(
+                [{"token": t, "logprob": -0.5, "bytes": [], "top_logprobs": []} for t in completion.split(" ")]
+            )
+        records.append(record)
+        conversation = [
+            *conversation,
+            {"role": "assistant", "hash": record["completion"]},
+            {"role": "user", "hash": store.put_text(f"feedback {index}")},
+        ]
+    run = RunRecord(run_id=run_id, group_id=group, requirement=f"build {group}", status="finished", out_dir="/x")
+    return Trajectory(run=run, values={"steps": records, "chosen_step": chosen})

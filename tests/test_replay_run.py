@@ -13,6 +13,7 @@ from webgen_agent.checkpoints.export import rewards_records
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.checkpoints.trajectories import load_trajectories
+from webgen_agent.checkpoints.views import ExportOptions
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.history import recorded_tests, run_history
 from webgen_agent.tools.replay.views import RecordedTest
@@ -69,8 +70,8 @@ async def test_a_broken_function_is_caught_by_replay_at_the_step_that_breaks_it(
 
     # The replay verdicts as a training signal (the -replay rewards, docs/rewards.md).
     trajectories = await load_trajectories(tmp_path / "webgen.db")
-    (plain,) = rewards_records(trajectories, kind="step")
-    (grounded,) = rewards_records(trajectories, kind="step-replay")
+    (plain,) = rewards_records(trajectories, options=ExportOptions(reward="step"))
+    (grounded,) = rewards_records(trajectories, options=ExportOptions(reward="step-replay"))
     assert grounded.replay_scores[:5] == [None, None, 1.0, 0.0, 1.0]
     assert plain.rewards[2:5] == [3.0, 6.0, 10.0]  # screenshot + GUI grade (step 2 had no GUI test)
     assert grounded.rewards[2:5] == [8.0, 4.0, 10.0]  # step 2 kept both functions; step 3 broke one

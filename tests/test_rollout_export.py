@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.helpers import checkpoint_count, group_alive, owned_groups
+from tests.helpers import checkpoint_count, group_alive, owned_groups, synthetic
 from tests.postgres import fresh_db
 from webgen_agent.apps.cli.base import split_values
 from webgen_agent.apps.demo import scenario_path, scripted_context
@@ -34,11 +34,12 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import export_trajectories, sft_records, step_grpo_records
 from webgen_agent.checkpoints.flat_groups import lone_groups
+from webgen_agent.checkpoints.formats import FORMATS
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
 from webgen_agent.checkpoints.saver import final_values, open_checkpointer
 from webgen_agent.checkpoints.store import BlobStore
-from webgen_agent.checkpoints.trajectories import BlobTexts, Trajectory, load_trajectories
+from webgen_agent.checkpoints.trajectories import BlobTexts, load_trajectories
 from webgen_agent.checkpoints.writers import JsonLines, write_records
 from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -192,12 +193,13 @@ def story(request, tmp_path_factory, chromium_path) -> RolloutStory:
             rerun = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
             story.rerun_output, story.rerun_code = rerun.stdout + rerun.stderr, rerun.returncode
         story.after = {r.run_id: r for r in RunIndex(story.db).list()}
-        for export_format in ("sft", "critic", "rewards", "trajectory"):
-            out = base / f"{export_format}.jsonl"
-            asyncio.run(export_trajectories(export_format, out, db_path=story.db))
+        for export_format in FORMATS:  # every registered format (step-grpo: through the CLI, below)
+            if export_format == "step-grpo":
+                continue
+            parquet = export_format == "verl"
+            out = base / f"{export_format}.{'parquet' if parquet else 'jsonl'}"
+            asyncio.run(export_trajectories(export_format, out, db_path=story.db, parquet=parquet))
             story.exports[export_format] = out
-        story.exports["verl"] = base / "verl.parquet"
-        asyncio.run(export_trajectories("verl", story.exports["verl"], db_path=story.db, parquet=True))
         exported = subprocess.run(  # the documented export, through the CLI
             as_run_here(export_words, base, story.db, base_url=""),
             check=False,
@@ -555,49 +557,6 @@ def test_export_reads_the_groups_asked_for(story):
 
 
 # ---- without a rollout: synthetic trajectories -------------------------------------------------
-
-
-def synthetic(
-    store: BlobStore,
-    run_id: str,
-    group: str,
-    steps: list[dict[str, Any]],
-    *,
-    chosen: int | None = None,
-    logprobs: bool = False,
-) -> Trajectory:
-    """A trajectory whose coder turns are stored like the nodes store them (ChatRef lists, texts)."""
-    conversation = [
-        {"role": "system", "hash": store.put_text("system prompt")},
-        {"role": "user", "hash": store.put_text(f"build {group}")},
-    ]
-    records = []
-    for index, fields in enumerate(steps):
-        completion = f"reply {index} of {run_id} " + "x" * fields.pop("size", 10)
-        record = {
-            "index": index,
-            "role": "generator" if index == 0 else "refiner",
-            "action": "edit",
-            "prompt": store.put_json(conversation),
-            "completion": store.put_text(completion),
-            "format_ok": True,
-            "screenshot_score": 0,
-            "gui_score": 0,
-            "model": "m",
-            **fields,
-        }
-        if logprobs:
-            record["logprobs"] = store.put_json(
-                [{"token": t, "logprob": -0.5, "bytes": [], "top_logprobs": []} for t in completion.split(" ")]
-            )
-        records.append(record)
-        conversation = [
-            *conversation,
-            {"role": "assistant", "hash": record["completion"]},
-            {"role": "user", "hash": store.put_text(f"feedback {index}")},
-        ]
-    run = RunRecord(run_id=run_id, group_id=group, requirement=f"build {group}", status="finished", out_dir="/x")
-    return Trajectory(run=run, values={"steps": records, "chosen_step": chosen})
 
 
 def test_rewards_of_malformed_and_control_word_steps(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import get_args
 
 import pytest
 from pydantic import SecretStr
@@ -60,7 +59,7 @@ def test_keys_from_the_environment_are_secret_too(monkeypatch):
 async def test_a_run_through_the_embedding_api_stores_no_key(tmp_path, chromium_path):
     from webgen_agent.apps.report.html import write_report
     from webgen_agent.checkpoints.export import export_trajectories
-    from webgen_agent.checkpoints.views import ExportFormat
+    from webgen_agent.checkpoints.formats import FORMATS
     from webgen_agent.graph.api import run_requirement
 
     page = '<boltArtifact id="p" title="p"><boltAction type="file" filePath="index.html"><h1>Hi</h1></boltAction></boltArtifact>'
@@ -81,7 +80,7 @@ async def test_a_run_through_the_embedding_api_stores_no_key(tmp_path, chromium_
     assert result.status == "finished", result
     report = await write_report("s", db_path=db)
     assert (Path(result.out_dir) / "run.json").exists() and report.exists()
-    for export_format in get_args(ExportFormat):
+    for export_format in FORMATS:
         await export_trajectories(export_format, tmp_path / "exports" / f"{export_format}.jsonl", db_path=db)
     assert any((tmp_path / "exports").iterdir())
     for secret in (SECRET, FALLBACK_SECRET):

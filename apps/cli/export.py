@@ -59,7 +59,7 @@ from webgen_agent.apps.rollout.settings import (
     rollout_shared_policy,
 )
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
-from webgen_agent.checkpoints.formats import ExportFormat
+from webgen_agent.checkpoints.formats import FORMATS, ExportFormat, formats_help, text_formats_words
 
 if TYPE_CHECKING:
     from webgen_agent.checkpoints.flat_groups import FlatGroup
@@ -248,9 +248,7 @@ def rollout(
 
 @app.command()
 def export(
-    export_format: Annotated[
-        ExportFormat, typer.Option("--format", help="step-grpo, trajectory, sft, critic, rewards, webloop or verl.")
-    ],
+    export_format: Annotated[ExportFormat, typer.Option("--format", help=formats_help())],
     out: Annotated[Path, typer.Option(help="Output file (JSON lines, or parquet with --parquet).", dir_okay=False)],
     groups: Annotated[list[str] | None, typer.Option(help="Only these group ids (repeat or comma-separate).")] = None,
     min_score: Annotated[
@@ -272,7 +270,7 @@ def export(
     parquet: Annotated[bool, typer.Option(help="Write parquet instead of JSON lines.")] = False,
     text: Annotated[
         bool,
-        typer.Option(help="step-grpo, critic, webloop: prompt and completion as strings rendered by --chat-template."),
+        typer.Option(help=f"{text_formats_words()}: prompt and completion as strings rendered by --chat-template."),
     ] = False,
     chat_template: Annotated[
         Path | None, typer.Option(help="--text: local tokenizer (Hugging Face directory) whose chat template renders.")
@@ -287,7 +285,6 @@ def export(
 
     from webgen_agent.apps.train.chat import ChatTemplateError, ChatTemplateRender
     from webgen_agent.checkpoints.export import export_trajectories
-    from webgen_agent.checkpoints.formats import TEXT_FORMATS
     from webgen_agent.checkpoints.writers import ChatRender
 
     db_path = existing_db(db)
@@ -296,10 +293,8 @@ def export(
         fail("--text and --chat-template TOKENIZER go together")
     render: ChatRender | None = None
     if text:
-        if export_format not in TEXT_FORMATS:
-            fail(
-                f"--text is for the {', '.join(TEXT_FORMATS[:-1])} and {TEXT_FORMATS[-1]} formats, not {export_format}"
-            )
+        if not FORMATS[export_format].text:
+            fail(f"--text is for the {text_formats_words()} formats, not {export_format}")
         try:
             render = ChatTemplateRender(chat_template or Path())
         except ChatTemplateError as exc:
