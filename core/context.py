@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.errors import ConfigError
 from webgen_agent.core.loops import LoopName
-from webgen_agent.core.names import DEFAULT_DB, CriticMode
+from webgen_agent.core.names import DEFAULT_DB, RUN_DEFAULTS, CriticMode
 from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
 from webgen_agent.core.views import ReviewPoint
@@ -200,11 +200,13 @@ class AgentContext(BaseModel):
     coder: ModelSettings = Field(description="Writes and repairs the code (Generator, Refiner).")
     vlm: ModelSettings = Field(description="Grades screenshots and drives the GUI agent.")
     feedback: ModelSettings = Field(description="Writes the GUI test, judges its run, critiques.")
-    max_steps: int = Field(default=20, ge=1, description="Coder steps before the run stops.")
-    error_limit: int = Field(default=5, ge=1, description="Consecutive errored steps before backtracking.")
+    max_steps: int = Field(default=RUN_DEFAULTS.max_steps, ge=1, description="Coder steps before the run stops.")
+    error_limit: int = Field(
+        default=RUN_DEFAULTS.error_limit, ge=1, description="Consecutive errored steps before backtracking."
+    )
     backtrack: bool = Field(default=True, description="Return to the best step after error_limit errors.")
     stall_steps: int = Field(
-        default=5,
+        default=RUN_DEFAULTS.stall_steps,
         ge=0,
         description="Loop governor (default profile): steps without a better score before the run goes back "
         "to its best step, and after that stops; a step with the files of an earlier one counts at once. "
@@ -214,8 +216,8 @@ class AgentContext(BaseModel):
     appearance_threshold: int = Field(
         default=4, ge=1, le=5, description="Screenshot score from which the GUI test runs."
     )
-    critic: CriticMode = Field(default="template", description="template (upstream) or llm (WebLoop).")
-    gui_max_actions: int = Field(default=15, ge=1, description="GUI agent action budget.")
+    critic: CriticMode = Field(default=RUN_DEFAULTS.critic, description="template (upstream) or llm (WebLoop).")
+    gui_max_actions: int = Field(default=RUN_DEFAULTS.gui_max_actions, ge=1, description="GUI agent action budget.")
     allow_shell: bool = Field(default=False, description="Run shell actions the coder writes.")
     profile: Profile = Field(
         default="default",
@@ -241,8 +243,10 @@ class AgentContext(BaseModel):
     sandbox: SandboxSettings = Field(
         default_factory=SandboxSettings, description="The sandbox for generated code and its limits."
     )
-    loop: LoopName = Field(default="webgen-agent", description="webgen-agent, webloop or single (docs/loops.md).")
-    critique_rounds: int = Field(default=2, ge=1, description="webloop: Critic + Refiner rounds after the Generator.")
+    loop: LoopName = Field(default=RUN_DEFAULTS.loop, description="webgen-agent, webloop or single (docs/loops.md).")
+    critique_rounds: int = Field(
+        default=RUN_DEFAULTS.critique_rounds, ge=1, description="webloop: Critic + Refiner rounds after the Generator."
+    )
     shared_policy: bool = Field(
         default=False, description="webloop: the coder model answers as Critic too (one policy in every role)."
     )
@@ -257,7 +261,9 @@ class AgentContext(BaseModel):
         "None = the profile's rule (default: on, upstream: off).",
     )
     scaffold: str = Field(default="", description="Project scaffold the workspace starts from (empty: none).")
-    max_pages: int = Field(default=4, ge=1, description="Pages captured per step, the landing page included.")
+    max_pages: int = Field(
+        default=RUN_DEFAULTS.max_pages, ge=1, description="Pages captured per step, the landing page included."
+    )
     review: list[ReviewPoint] = Field(
         default_factory=list,
         description="Where the run stops for a human (interrupt): plan, critique, shell, finalize (docs/review.md).",
@@ -369,7 +375,7 @@ class Settings(BaseSettings):
     feedback_fallback_base_url: str = ""
     patience: float | None = Field(default=None, ge=0, description="Seconds one model call waits out endpoint trouble.")
     model_timeout: float | None = Field(default=None, gt=0, description="Seconds before one model call is cut.")
-    coder_temperature: float = 0.5
+    coder_temperature: float = RUN_DEFAULTS.coder_temperature
     coder_top_p: float | None = None
     db: str = str(DEFAULT_DB)
     chromium: str = ""

@@ -5,12 +5,34 @@ options with them when it starts, before any settings model is imported (docs/pe
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from webgen_agent.core.loops.rules import LoopName
 
 CriticMode = Literal["template", "llm"]
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
+
+
+# Defaults of a run's settings: ``AgentContext``'s fields (and ``Settings.coder_temperature``) take
+# them from here, and the command line's help shows them (apps/cli/agent_flags.py) without
+# importing the settings models.
+@dataclass(frozen=True)
+class RunDefaults:
+    max_steps: int = 20
+    error_limit: int = 5
+    stall_steps: int = 5
+    critic: CriticMode = "template"
+    gui_max_actions: int = 15
+    loop: LoopName = "webgen-agent"
+    critique_rounds: int = 2
+    max_pages: int = 4
+    coder_temperature: float = 0.5
+
+
+RUN_DEFAULTS = RunDefaults()
 
 
 def database_from_environment() -> str:

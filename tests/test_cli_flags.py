@@ -189,3 +189,26 @@ def test_bench_evaluates_in_the_sandbox_its_flags_ask_for(tmp_path: Path, monkey
     assert result.exit_code == 0, (result.output, result.exception)
     assert evaluations[0].sandbox.enabled is False and "cdn.test" in evaluations[0].sandbox.allow_hosts
     assert "The sandbox is off (--no-sandbox)" in result.output  # said once, before anything runs
+
+
+def test_help_shows_the_defaults_the_run_takes() -> None:
+    """The help's defaults are the run context's (and the coder sampling's): the context model takes
+    them from the same place the help reads (core/names.py), so the two cannot drift apart."""
+    from webgen_agent.core.context import AgentContext, Settings
+    from webgen_agent.core.names import RUN_DEFAULTS
+
+    fields = AgentContext.model_fields
+    for flag, name in [
+        ("--max-steps", "max_steps"),
+        ("--error-limit", "error_limit"),
+        ("--stall-steps", "stall_steps"),
+        ("--critic", "critic"),
+        ("--gui-max-actions", "gui_max_actions"),
+        ("--loop", "loop"),
+        ("--critique-rounds", "critique_rounds"),
+        ("--max-pages", "max_pages"),
+    ]:
+        assert fields[name].default == getattr(RUN_DEFAULTS, name)
+        assert f"default {fields[name].default}" in _option("run", flag).help, flag
+    assert f"default {Settings.model_fields['coder_temperature'].default}" in _option("run", "--temperature").help
+    assert "default: on, upstream: off" in _option("run", "--replay-tests").help  # the profiles' rules

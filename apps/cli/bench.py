@@ -8,29 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.apps.cli.agent_flags import (
-    AllowHostFlag,
-    AllowShellFlag,
-    BudgetTokensFlag,
-    BudgetUsdFlag,
-    CriticFlag,
-    ErrorLimitFlag,
-    GuiMaxActionsFlag,
-    LoopFlag,
-    MaxPagesFlag,
-    MaxStepsFlag,
-    NoSandboxFlag,
-    OfflinePagesFlag,
-    ProfileFlag,
-    ReplayTestsFlag,
-    RoundsFlag,
-    ScaffoldFlag,
-    SharedPolicyFlag,
-    StallStepsFlag,
-    TemperatureFlag,
-    TopPFlag,
-    loop_overrides,
-)
+from webgen_agent.apps.cli.agent_flags import BUDGET_FLAGS, RUN_FLAGS, AgentFlags, with_agent_flags
 from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, split_values
 from webgen_agent.apps.cli.common import (
     check_before_run,
@@ -39,26 +17,24 @@ from webgen_agent.apps.cli.common import (
     sandbox_settings,
     warn_unconfined,
     whole_budget,
-    with_sampling,
 )
+from webgen_agent.apps.cli.flags import Flag, FlagValues, with_flags
 from webgen_agent.apps.cli.model_flags import with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
-    ActorsFlag,
-    CpusPerRunFlag,
     RayCommand,
-    RayFlag,
-    RunsPerActorFlag,
-    ray_settings,
+    with_ray_flags,
 )
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from webgen_agent.apps.bench.config import EvalSettings
     from webgen_agent.apps.bench.service import RemoteBenchFactory
     from webgen_agent.apps.bench.views import BenchSummary, Rates
     from webgen_agent.apps.cluster.settings import RaySettings
     from webgen_agent.core.context import Settings
+    from webgen_agent.core.costs import Spending
 
 app = CommandApp()
 
@@ -123,8 +99,70 @@ def _notify(message: str) -> None:
     console.print(message, markup=False, highlight=False)
 
 
+# The evaluation's flags (bench only): its models, endpoints, action budget and verdict rule.
+EVAL_FLAGS: dict[str, Flag] = {
+    "eval_vlm_model": Flag(
+        Annotated[str | None, typer.Option(help="GUI-agent model (default: the agent's vlm).", rich_help_panel=_EVAL)]
+    ),
+    "eval_appearance_model": Flag(
+        Annotated[
+            str | None, typer.Option(help="Appearance grader (default: --eval-vlm-model).", rich_help_panel=_EVAL)
+        ]
+    ),
+    "eval_feedback_model": Flag(
+        Annotated[
+            str | None, typer.Option(help="Verdict model (default: the agent's feedback).", rich_help_panel=_EVAL)
+        ]
+    ),
+    "eval_base_url": Flag(
+        Annotated[
+            str | None,
+            typer.Option(help="Endpoint of the evaluation models (default: the agent's).", rich_help_panel=_EVAL),
+        ]
+    ),
+    "eval_appearance_base_url": Flag(
+        Annotated[str | None, typer.Option(help="Endpoint of the appearance grader.", rich_help_panel=_EVAL)]
+    ),
+    "eval_api_key": Flag(
+        Annotated[
+            str | None,
+            typer.Option(
+                envvar="WEBGEN_EVAL_API_KEY",
+                show_envvar=True,
+                help="API key of the evaluation endpoints.",
+                rich_help_panel=_EVAL,
+            ),
+        ]
+    ),
+    "eval_max_actions": Flag(
+        Annotated[int, typer.Option(min=1, help="GUI-agent actions per test case.", rich_help_panel=_EVAL)], 15
+    ),
+    "eval_verdict": Flag(
+        Annotated[
+            VerdictMode,
+            typer.Option(
+                help="webgen-bench: WebGen-Bench's rule, YES anywhere in the agent's final answer, else PARTIAL, "
+                "else NO; strict: the answer must start with the word (the feedback model judges otherwise); "
+                "feedback: the feedback model always decides.",
+                rich_help_panel=_EVAL,
+            ),
+        ],
+        "webgen-bench",
+    ),
+    "retry_errors": Flag(
+        Annotated[
+            bool, typer.Option(help="Redo results that ended in an infrastructure error.", rich_help_panel=_EVAL)
+        ],
+        False,
+    ),
+}
+
+
 @app.command(cls=RayCommand)
 @with_model_flags
+@with_ray_flags
+@with_flags(EVAL_FLAGS, "evaluation_flags")
+@with_agent_flags(*RUN_FLAGS, *BUDGET_FLAGS)
 def bench(
     data: Annotated[
         Path, typer.Option(help="WebGen-Bench JSON-lines file (e.g. test.jsonl).", exists=True, dir_okay=False)
@@ -151,72 +189,11 @@ def bench(
         str | None,
         typer.Option(help="Run ids are bench-NAME-<id> (default: the --out folder's name)."),
     ] = None,
-    max_steps: MaxStepsFlag = None,
-    error_limit: ErrorLimitFlag = None,
-    stall_steps: StallStepsFlag = None,
-    critic: CriticFlag = None,
-    allow_shell: AllowShellFlag = False,
-    gui_max_actions: GuiMaxActionsFlag = None,
-    temperature: TemperatureFlag = None,
-    top_p: TopPFlag = None,
-    replay_tests: ReplayTestsFlag = None,
-    eval_vlm_model: Annotated[
-        str | None, typer.Option(help="GUI-agent model (default: the agent's vlm).", rich_help_panel=_EVAL)
-    ] = None,
-    eval_appearance_model: Annotated[
-        str | None, typer.Option(help="Appearance grader (default: --eval-vlm-model).", rich_help_panel=_EVAL)
-    ] = None,
-    eval_feedback_model: Annotated[
-        str | None, typer.Option(help="Verdict model (default: the agent's feedback).", rich_help_panel=_EVAL)
-    ] = None,
-    eval_base_url: Annotated[
-        str | None,
-        typer.Option(help="Endpoint of the evaluation models (default: the agent's).", rich_help_panel=_EVAL),
-    ] = None,
-    eval_appearance_base_url: Annotated[
-        str | None, typer.Option(help="Endpoint of the appearance grader.", rich_help_panel=_EVAL)
-    ] = None,
-    eval_api_key: Annotated[
-        str | None,
-        typer.Option(
-            envvar="WEBGEN_EVAL_API_KEY",
-            show_envvar=True,
-            help="API key of the evaluation endpoints.",
-            rich_help_panel=_EVAL,
-        ),
-    ] = None,
-    eval_max_actions: Annotated[
-        int, typer.Option(min=1, help="GUI-agent actions per test case.", rich_help_panel=_EVAL)
-    ] = 15,
-    eval_verdict: Annotated[
-        VerdictMode,
-        typer.Option(
-            help="webgen-bench: WebGen-Bench's rule, YES anywhere in the agent's final answer, else PARTIAL, "
-            "else NO; strict: the answer must start with the word (the feedback model judges otherwise); "
-            "feedback: the feedback model always decides.",
-            rich_help_panel=_EVAL,
-        ),
-    ] = "webgen-bench",
-    retry_errors: Annotated[
-        bool, typer.Option(help="Redo results that ended in an infrastructure error.", rich_help_panel=_EVAL)
-    ] = False,
-    profile: ProfileFlag = "default",
-    no_sandbox: NoSandboxFlag = False,
-    allow_host: AllowHostFlag = None,
-    loop: LoopFlag = None,
-    critique_rounds: RoundsFlag = None,
-    shared_policy: SharedPolicyFlag = False,
-    scaffold: ScaffoldFlag = None,
-    max_pages: MaxPagesFlag = None,
-    offline_pages: OfflinePagesFlag = False,
-    budget_usd: BudgetUsdFlag = None,
-    budget_tokens: BudgetTokensFlag = None,
-    ray: RayFlag = None,
-    actors: ActorsFlag = None,
-    runs_per_actor: RunsPerActorFlag = 2,
-    cpus_per_run: CpusPerRunFlag = 1.0,
     *,
     settings: Settings,
+    agent: AgentFlags,
+    cluster: RaySettings | None,
+    evaluation_flags: FlagValues,
 ) -> None:
     """Run WebGen-Bench: generate a site per instruction, test it with GUI agents, grade it, score.
 
@@ -225,69 +202,28 @@ def bench(
     """
     import asyncio
 
-    from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
     from webgen_agent.apps.bench.service import run_bench
     from webgen_agent.core.errors import ConfigError
-    from webgen_agent.core.profiles import profile_rules
-    from webgen_agent.tools.sandbox import require_sandbox
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
         records = load_records(data, ids=split_values(ids) or None, limit=limit)
         if not records:
             raise BenchDataError(f"{data}: no records selected (the file is empty, or --ids / --limit select none)")
-        flags = EvalModelFlags(
-            vlm_model=eval_vlm_model,
-            appearance_model=eval_appearance_model,
-            feedback_model=eval_feedback_model,
-            base_url=eval_base_url,
-            appearance_base_url=eval_appearance_base_url,
-            api_key=eval_api_key,
-        )
-        profile_viewport = profile_rules(profile).viewport
-        viewport = (
-            {"viewport_width": profile_viewport[0], "viewport_height": profile_viewport[1]} if profile_viewport else {}
-        )
-        evaluation = eval_settings(
-            settings,
-            flags,
-            max_actions=eval_max_actions,
-            verdict=eval_verdict,
-            workers=workers,
-            offline_pages=offline_pages or None,
-            sandbox=sandbox_settings(no_sandbox, allow_host),
-            **viewport,
-        )
-        if evaluation.sandbox.enabled:
-            require_sandbox()  # every site is installed and started in it (one line naming --no-sandbox)
+        evaluation = _evaluation(settings, agent, evaluation_flags, workers)
     except (BenchDataError, ConfigError) as exc:
         fail(str(exc))
     context = None
     spending = None
     if evaluate_only is None:
-        context = make_context(
-            with_sampling(settings, temperature, top_p),
-            no_sandbox=no_sandbox,
-            allow_hosts=allow_host,
-            max_steps=max_steps,
-            error_limit=error_limit,
-            stall_steps=stall_steps,
-            critic=critic,
-            allow_shell=allow_shell or None,
-            gui_max_actions=gui_max_actions,
-            replay_tests=replay_tests,
-            profile=profile,
-            offline_pages=offline_pages or None,
-            **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
-        )
-        spending = whole_budget(budget_usd, budget_tokens, context)
+        context = make_context(agent.sampled(settings), **agent.sandbox(), **agent.context_fields())
+        spending = whole_budget(agent["budget_usd"], agent["budget_tokens"], context)
     # An explicit --db / WEBGEN_DB is honoured; otherwise the benchmark keeps its runs in its own folder.
     db_path = resolve_db(settings.db) if "db" in settings.model_fields_set else None
-    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     check_out_folder(out)
     if context is not None:
         check_before_run(context, db_path)
-    if no_sandbox:
+    if agent["no_sandbox"]:
         warn_unconfined()  # the evaluation's installs and dev servers too
     where = "" if cluster is None else f", on Ray ({cluster.address or 'local'})"
     cases = sum(len(r.test_cases) for r in records)
@@ -303,7 +239,7 @@ def bench(
                 sites_dir=evaluate_only,
                 db_path=db_path,
                 name=name,
-                retry_errors=retry_errors,
+                retry_errors=evaluation_flags["retry_errors"],
                 notify=_notify,
                 deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
                 spending=spending,
@@ -315,14 +251,7 @@ def bench(
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: results so far are kept; run the same command to continue.")
         raise typer.Exit(130) from None
-    console.print(summary_table(summary))
-    for line in _cost_lines(summary):
-        console.print(line)
-    if spending is not None:
-        console.print(f"generation spent: {spending.line()}")
-    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
-    if summary.overall.missing:
-        raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one
+    _print_summary(summary, spending, out)
 
 
 def _on_ray(cluster: RaySettings | None) -> RemoteBenchFactory | None:
@@ -332,3 +261,49 @@ def _on_ray(cluster: RaySettings | None) -> RemoteBenchFactory | None:
     from webgen_agent.apps.cluster.bench import on_ray
 
     return on_ray(cluster)
+
+
+def _evaluation(settings: Settings, agent: AgentFlags, flags: FlagValues, workers: int) -> EvalSettings:
+    """The evaluation's settings: its flags over the agent's models, at the profile's viewport, in the
+    sandbox the agent flags ask for (checked here: every site is installed and started in it)."""
+    from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
+    from webgen_agent.core.profiles import profile_rules
+    from webgen_agent.tools.sandbox import require_sandbox
+
+    models = EvalModelFlags(
+        vlm_model=flags["eval_vlm_model"],
+        appearance_model=flags["eval_appearance_model"],
+        feedback_model=flags["eval_feedback_model"],
+        base_url=flags["eval_base_url"],
+        appearance_base_url=flags["eval_appearance_base_url"],
+        api_key=flags["eval_api_key"],
+    )
+    profile_viewport = profile_rules(agent["profile"]).viewport
+    viewport = (
+        {"viewport_width": profile_viewport[0], "viewport_height": profile_viewport[1]} if profile_viewport else {}
+    )
+    evaluation = eval_settings(
+        settings,
+        models,
+        max_actions=flags["eval_max_actions"],
+        verdict=flags["eval_verdict"],
+        workers=workers,
+        offline_pages=agent["offline_pages"] or None,
+        sandbox=sandbox_settings(agent["no_sandbox"], agent["allow_host"]),
+        **viewport,
+    )
+    if evaluation.sandbox.enabled:
+        require_sandbox()  # one line naming --no-sandbox
+    return evaluation
+
+
+def _print_summary(summary: BenchSummary, spending: Spending | None, out: Path) -> None:
+    """The score table and costs; exits with 1 while some test cases have no result."""
+    console.print(summary_table(summary))
+    for line in _cost_lines(summary):
+        console.print(line)
+    if spending is not None:
+        console.print(f"generation spent: {spending.line()}")
+    console.print(f"results: {out / 'results.jsonl'}  summary: {out / 'summary.json'}")
+    if summary.overall.missing:
+        raise typer.Exit(1)  # scripts can tell an incomplete benchmark from a finished one

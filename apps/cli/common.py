@@ -213,9 +213,3 @@ def warn_unconfined() -> None:
     from webgen_agent.tools.sandbox import UNCONFINED_WARNING
 
     errors.print(f"[yellow]warning:[/yellow] {escape(UNCONFINED_WARNING)}", soft_wrap=True)
-
-
-def with_sampling(settings: Settings, temperature: float | None, top_p: float | None) -> Settings:
-    """The settings with ``--temperature`` / ``--top-p`` as the coder's sampling (given ones only)."""
-    sampling = {"coder_temperature": temperature, "coder_top_p": top_p}
-    return settings.model_copy(update={k: v for k, v in sampling.items() if v is not None})

@@ -10,25 +10,10 @@ import typer
 
 from webgen_agent.apps.cli.agent_flags import (
     AGENT_PANEL,
-    AllowHostFlag,
-    AllowShellFlag,
-    BudgetTokensFlag,
-    BudgetUsdFlag,
-    CriticFlag,
-    GuiMaxActionsFlag,
-    LoopFlag,
-    MaxPagesFlag,
-    MaxStepsFlag,
-    NoSandboxFlag,
-    OfflinePagesFlag,
-    ProfileFlag,
-    ReplayTestsFlag,
-    RoundsFlag,
-    ScaffoldFlag,
-    StallStepsFlag,
-    TemperatureFlag,
-    TopPFlag,
-    loop_overrides,
+    BUDGET_FLAGS,
+    RUN_FLAGS,
+    AgentFlags,
+    with_agent_flags,
 )
 from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, split_values
 from webgen_agent.apps.cli.common import (
@@ -40,15 +25,12 @@ from webgen_agent.apps.cli.common import (
     warn_unconfined,
     whole_budget,
 )
+from webgen_agent.apps.cli.flags import Flag
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_file, check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
-    ActorsFlag,
-    CpusPerRunFlag,
     RayCommand,
-    RayFlag,
-    RunsPerActorFlag,
-    ray_settings,
+    with_ray_flags,
 )
 from webgen_agent.apps.rollout.settings import (
     ROLLOUT_MAX_STEPS,
@@ -62,6 +44,7 @@ from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.formats import FORMATS, ExportFormat, formats_help, text_formats_words
 
 if TYPE_CHECKING:
+    from webgen_agent.apps.cluster.settings import RaySettings
     from webgen_agent.checkpoints.flat_groups import FlatGroup
     from webgen_agent.core.context import Settings
 
@@ -70,6 +53,25 @@ app = CommandApp()
 
 @app.command(cls=RayCommand)
 @with_model_flags
+@with_ray_flags
+@with_agent_flags(
+    *(name for name in RUN_FLAGS if name != "error_limit"),
+    *BUDGET_FLAGS,
+    defaults={"profile": ROLLOUT_PROFILE},
+    own={
+        "shared_policy": Flag(
+            Annotated[
+                bool | None,
+                typer.Option(
+                    "--shared-policy/--separate-critic",
+                    help="webloop: the coder model answers as Critic too (the default with --loop webloop: every "
+                    "turn comes from the trained policy), or the feedback model does.",
+                    rich_help_panel=AGENT_PANEL,
+                ),
+            ]
+        )
+    },
+)
 def rollout(
     data: Annotated[
         Path, typer.Option(help="WebGen-Bench-style JSON-lines file of instructions.", exists=True, dir_okay=False)
@@ -97,35 +99,6 @@ def rollout(
         bool,
         typer.Option(help="Also ask for token ids (vLLM's return_token_ids; exported). Not for OpenAI's API."),
     ] = False,
-    max_steps: MaxStepsFlag = None,
-    stall_steps: StallStepsFlag = None,
-    critic: CriticFlag = None,
-    allow_shell: AllowShellFlag = False,
-    gui_max_actions: GuiMaxActionsFlag = None,
-    temperature: TemperatureFlag = None,
-    top_p: TopPFlag = None,
-    replay_tests: ReplayTestsFlag = None,
-    profile: ProfileFlag = ROLLOUT_PROFILE,
-    no_sandbox: NoSandboxFlag = False,
-    allow_host: AllowHostFlag = None,
-    offline_pages: OfflinePagesFlag = False,
-    ray: RayFlag = None,
-    actors: ActorsFlag = None,
-    runs_per_actor: RunsPerActorFlag = 2,
-    cpus_per_run: CpusPerRunFlag = 1.0,
-    loop: LoopFlag = None,
-    critique_rounds: RoundsFlag = None,
-    shared_policy: Annotated[
-        bool | None,
-        typer.Option(
-            "--shared-policy/--separate-critic",
-            help="webloop: the coder model answers as Critic too (the default with --loop webloop: every "
-            "turn comes from the trained policy), or the feedback model does.",
-            rich_help_panel=AGENT_PANEL,
-        ),
-    ] = None,
-    scaffold: ScaffoldFlag = None,
-    max_pages: MaxPagesFlag = None,
     reward: Annotated[
         RewardKind,
         typer.Option(
@@ -133,20 +106,18 @@ def rollout(
             "its requirement checks; -replay: the GUI tests are recorded and replayed (docs/rewards.md)."
         ),
     ] = "step",
-    budget_usd: BudgetUsdFlag = None,
-    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
+    agent: AgentFlags,
+    cluster: RaySettings | None,
 ) -> None:
     """Run SAMPLES trajectories per instruction for training; re-run the same command to continue.
 
     --budget-usd / --budget-tokens count the whole rollout: once spent, no trajectory is started.
     """
-    import asyncio
 
-    from webgen_agent.apps.rollout.service import plan_rollout, rollout_context, run_rollout
+    from webgen_agent.apps.rollout.service import plan_rollout
     from webgen_agent.apps.rollout.view import RolloutView, outcome_table
-    from webgen_agent.core.errors import ConfigError, DatabaseUnavailable
     from webgen_agent.tools.webgen_bench import BenchDataError, load_records
 
     try:
@@ -157,43 +128,86 @@ def rollout(
         fail(f"{data}: no records selected")
     name = name or data.stem
     replayed = reward.endswith("-replay")
-    if replayed and replay_tests is False:
+    if replayed and agent["replay_tests"] is False:
         fail(f"--reward {reward} scores the replays of the recorded GUI tests: leave out --no-replay-tests")
-    context = rollout_context(
-        make_context(
-            settings,
-            no_sandbox=no_sandbox,
-            allow_hosts=allow_host,
-            stall_steps=stall_steps,
-            critic=critic,
-            allow_shell=allow_shell or None,
-            gui_max_actions=gui_max_actions,
-            offline_pages=offline_pages or None,
-            replay_tests=True if replayed else replay_tests,
-            profile=profile,
-            requirement_checks=True if reward.startswith("cascaded") else None,
-            **loop_overrides(loop, critique_rounds, rollout_shared_policy(loop, shared_policy), scaffold, max_pages),
-        ),
-        max_steps=max_steps or ROLLOUT_MAX_STEPS,
-        temperature=ROLLOUT_TEMPERATURE if temperature is None else temperature,
-        top_p=ROLLOUT_TOP_P if top_p is None else top_p,
-        logprobs=logprobs,
-        token_ids=token_ids,
-    )
-    spending = whole_budget(budget_usd, budget_tokens, context)
+    context = _rollout_context(settings, agent, reward, logprobs=logprobs, token_ids=token_ids)
+    spending = whole_budget(agent["budget_usd"], agent["budget_tokens"], context)
     specs = plan_rollout(records, samples=samples, name=name)
     out_dir = out or Path(context.runs_dir) / name
     database = resolve_db(settings.db)
-    cluster = ray_settings(ray, actors=actors, runs_per_actor=runs_per_actor, cpus_per_run=cpus_per_run)
     check_out_folder(out_dir)
     check_before_run(context, database)
-    if no_sandbox:
+    if agent["no_sandbox"]:
         warn_unconfined()
     where = f"{workers} at a time" if cluster is None else f"on Ray ({cluster.address or 'local'})"
     console.print(
         f"rollout [bold]{name}[/bold]: {len(records)} instructions x {samples} samples, {where}, database {database}"
     )
     view = RolloutView(console, f"rollout {name}", total=len(specs))
+    outcomes = _run_rollout(
+        specs, context, database, out_dir, workers=workers, cluster=cluster, view=view, spending=spending
+    )
+    console.print(outcome_table(outcomes))
+    failed = [o for o in outcomes if o.status == "failed"]
+    counts = view.counts()
+    console.print(f"{counts['done']} finished now, {counts['skipped']} finished before, {len(failed)} failed.")
+    report_signal(database, sorted({spec.group_id for spec in specs}))
+    if spending is not None:
+        console.print(f"spent: {spending.line()}")
+    if failed:
+        errors.print(f"[red]{len(failed)} trajectories failed[/red]; run the same command again to continue them.")
+        raise typer.Exit(1)
+    if len(outcomes) < len(specs):
+        errors.print(
+            f"[yellow]budget spent[/yellow] ({spending.reached() if spending else ''}): "
+            f"{len(outcomes)} of {len(specs)} trajectories taken up, {len(specs) - len(outcomes)} not started; "
+            "run the same command (with a larger budget) to continue.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(BUDGET_EXIT_CODE)
+
+
+def _rollout_context(
+    settings: Settings, agent: AgentFlags, reward: RewardKind, *, logprobs: bool, token_ids: bool
+) -> Any:
+    """The context every trajectory runs with: the agent flags, what ``reward`` needs recorded, and
+    the rollout's own sampling and step defaults."""
+    from webgen_agent.apps.rollout.service import rollout_context
+
+    replayed = reward.endswith("-replay")
+    fields = agent.context_fields()
+    fields["shared_policy"] = rollout_shared_policy(agent["loop"], agent["shared_policy"])
+    if replayed:
+        fields["replay_tests"] = True
+    if reward.startswith("cascaded"):
+        fields["requirement_checks"] = True
+    return rollout_context(
+        make_context(settings, **agent.sandbox(), **fields),
+        max_steps=agent["max_steps"] or ROLLOUT_MAX_STEPS,
+        temperature=ROLLOUT_TEMPERATURE if agent["temperature"] is None else agent["temperature"],
+        top_p=ROLLOUT_TOP_P if agent["top_p"] is None else agent["top_p"],
+        logprobs=logprobs,
+        token_ids=token_ids,
+    )
+
+
+def _run_rollout(
+    specs: list[Any],
+    context: Any,
+    database: Any,
+    out_dir: Path,
+    *,
+    workers: int,
+    cluster: RaySettings | None,
+    view: Any,
+    spending: Any,
+) -> list[Any]:
+    """The trajectories, here (``workers`` at a time) or on Ray, shown in ``view``."""
+    import asyncio
+
+    from webgen_agent.apps.rollout.service import run_rollout
+    from webgen_agent.core.errors import ConfigError, DatabaseUnavailable
+
     try:
         with view:
             if cluster is None:
@@ -226,24 +240,7 @@ def rollout(
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: servers stopped; run the same command again to continue.")
         raise typer.Exit(130) from None
-    console.print(outcome_table(outcomes))
-    failed = [o for o in outcomes if o.status == "failed"]
-    counts = view.counts()
-    console.print(f"{counts['done']} finished now, {counts['skipped']} finished before, {len(failed)} failed.")
-    report_signal(database, sorted({spec.group_id for spec in specs}))
-    if spending is not None:
-        console.print(f"spent: {spending.line()}")
-    if failed:
-        errors.print(f"[red]{len(failed)} trajectories failed[/red]; run the same command again to continue them.")
-        raise typer.Exit(1)
-    if len(outcomes) < len(specs):
-        errors.print(
-            f"[yellow]budget spent[/yellow] ({spending.reached() if spending else ''}): "
-            f"{len(outcomes)} of {len(specs)} trajectories taken up, {len(specs) - len(outcomes)} not started; "
-            "run the same command (with a larger budget) to continue.",
-            soft_wrap=True,
-        )
-        raise typer.Exit(BUDGET_EXIT_CODE)
+    return outcomes
 
 
 @app.command()

@@ -7,21 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from webgen_agent.apps.cli.agent_flags import (
-    AllowHostFlag,
-    BudgetTokensFlag,
-    BudgetUsdFlag,
-    CriticFlag,
-    ErrorLimitFlag,
-    GuiMaxActionsFlag,
-    MaxStepsFlag,
-    NoSandboxFlag,
-    ReplayTestsFlag,
-    ReviewFlag,
-    StallStepsFlag,
-    TemperatureFlag,
-    TopPFlag,
-)
+from webgen_agent.apps.cli.agent_flags import BUDGET_FLAGS, FORK_FLAGS, AgentFlags, with_agent_flags
 from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
 from webgen_agent.apps.cli.common import (
     check_before_run,
@@ -29,11 +15,10 @@ from webgen_agent.apps.cli.common import (
     make_context,
     recorded_run,
     with_recorded,
-    with_sampling,
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
-from webgen_agent.apps.cli.run import finish, review_flag_points
+from webgen_agent.apps.cli.run import finish
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -116,27 +101,16 @@ def history(
 
 @app.command()
 @with_model_flags
+@with_agent_flags(*FORK_FLAGS, "review", "no_sandbox", "allow_host", *BUDGET_FLAGS)
 def fork(
     run_id: Annotated[str, typer.Argument(help="The run to branch from.")],
     step: Annotated[int, typer.Option(help="Continue from this step's checkpoint.")],
     note: Annotated[str, typer.Option(help="A note added to the coder's feedback.")] = "",
     new_run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the new run.")] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder of the new run.")] = None,
-    max_steps: MaxStepsFlag = None,
-    error_limit: ErrorLimitFlag = None,
-    stall_steps: StallStepsFlag = None,
-    critic: CriticFlag = None,
-    gui_max_actions: GuiMaxActionsFlag = None,
-    temperature: TemperatureFlag = None,
-    top_p: TopPFlag = None,
-    replay_tests: ReplayTestsFlag = None,
-    review: ReviewFlag = None,
-    no_sandbox: NoSandboxFlag = False,
-    allow_host: AllowHostFlag = None,
-    budget_usd: BudgetUsdFlag = None,
-    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
+    agent: AgentFlags,
 ) -> None:
     """Start a new run from step N of RUN_ID; the original run stays intact.
 
@@ -146,25 +120,9 @@ def fork(
     from webgen_agent.tools.models import ModelCallError
 
     database = existing_db(settings.db)
-    recorded = with_recorded(
-        settings,
-        recorded_run(database, run_id).recorded_settings(),
-        budget_usd=budget_usd,
-        budget_tokens=budget_tokens,
-    )
-    changed = {
-        "max_steps": max_steps,
-        "error_limit": error_limit,
-        "stall_steps": stall_steps,
-        "critic": critic,
-        "gui_max_actions": gui_max_actions,
-        "replay_tests": replay_tests,
-        "review": review_flag_points(review),
-    }
-    recorded.update({name: value for name, value in changed.items() if value is not None})
-    context = make_context(
-        with_sampling(settings, temperature, top_p), no_sandbox=no_sandbox, allow_hosts=allow_host, **recorded
-    )
+    recorded = with_recorded(settings, recorded_run(database, run_id).recorded_settings(), **agent.budgets)
+    recorded.update(agent.context_fields())
+    context = make_context(agent.sampled(settings), **agent.sandbox(), **recorded)
     check_out_folder(out or Path(context.runs_dir))
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:

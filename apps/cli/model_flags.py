@@ -50,7 +50,9 @@ def with_model_flags(fn: Any) -> Any:
     # Resolve the string annotations (postponed evaluation) so typer sees the Annotated options;
     # ``settings`` is left out (its type is imported only when the command runs).
     params = [
-        p.replace(annotation=_resolved(p.annotation, fn)) for p in signature.parameters.values() if p.name != "settings"
+        p.replace(annotation=resolved_annotation(p.annotation, fn))
+        for p in signature.parameters.values()
+        if p.name != "settings"
     ]
     for name, help_text in _MODEL_FLAGS:
         seconds = name in _SECONDS_FLAGS
@@ -99,7 +101,7 @@ def with_model_flags(fn: Any) -> Any:
     return wrapper
 
 
-def _resolved(annotation: Any, fn: Any) -> Any:
+def resolved_annotation(annotation: Any, fn: Any) -> Any:
     """A parameter's annotation as an object (``from __future__ import annotations`` leaves a string)."""
     if not isinstance(annotation, str):
         return annotation

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from webgen_agent.apps.cli.base import Command, fail
+from webgen_agent.apps.cli.flags import Flag, with_flags
 
 RAY_LOCAL = "local"
 
@@ -37,28 +38,43 @@ class RayCommand(Command):
 
 
 # The Ray flags of ``rollout`` and ``bench`` (commands declared with ``cls=RayCommand``).
-RayFlag = Annotated[str | None, typer.Option(metavar="[ADDRESS]", help=RAY_HELP, rich_help_panel="Ray")]
-
-
-ActorsFlag = Annotated[
-    int | None,
-    typer.Option(
-        min=1, help="Ray actors to start (default: as many as the cluster's CPUs hold).", rich_help_panel="Ray"
+RAY_FLAGS: dict[str, Flag] = {
+    "ray": Flag(Annotated[str | None, typer.Option(metavar="[ADDRESS]", help=RAY_HELP, rich_help_panel="Ray")]),
+    "actors": Flag(
+        Annotated[
+            int | None,
+            typer.Option(
+                min=1, help="Ray actors to start (default: as many as the cluster's CPUs hold).", rich_help_panel="Ray"
+            ),
+        ]
     ),
-]
-
-
-RunsPerActorFlag = Annotated[
-    int, typer.Option(min=1, help="Runs each Ray actor drives at the same time.", rich_help_panel="Ray")
-]
-
-
-CpusPerRunFlag = Annotated[
-    float,
-    typer.Option(
-        min=0.01, help="CPUs a Ray actor reserves per run (a run keeps about one core busy).", rich_help_panel="Ray"
+    "runs_per_actor": Flag(
+        Annotated[int, typer.Option(min=1, help="Runs each Ray actor drives at the same time.", rich_help_panel="Ray")],
+        2,
     ),
-]
+    "cpus_per_run": Flag(
+        Annotated[
+            float,
+            typer.Option(
+                min=0.01,
+                help="CPUs a Ray actor reserves per run (a run keeps about one core busy).",
+                rich_help_panel="Ray",
+            ),
+        ],
+        1.0,
+    ),
+}
+
+
+def _ray_settings(given: dict[str, Any]) -> Any:
+    return ray_settings(
+        given["ray"], actors=given["actors"], runs_per_actor=given["runs_per_actor"], cpus_per_run=given["cpus_per_run"]
+    )
+
+
+def with_ray_flags(fn: Any) -> Any:
+    """Add the Ray flags to a command, which receives ``cluster``: ``RaySettings`` for ``--ray``, else None."""
+    return with_flags(RAY_FLAGS, "cluster", _ray_settings)(fn)
 
 
 def ray_settings(address: str | None, *, actors: int | None, runs_per_actor: int, cpus_per_run: float) -> Any:

@@ -9,30 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from webgen_agent.apps.cli.agent_flags import (
-    AllowHostFlag,
-    AllowShellFlag,
-    BudgetTokensFlag,
-    BudgetUsdFlag,
-    CriticFlag,
-    ErrorLimitFlag,
-    GuiMaxActionsFlag,
-    LoopFlag,
-    MaxPagesFlag,
-    MaxStepsFlag,
-    NoSandboxFlag,
-    OfflinePagesFlag,
-    ProfileFlag,
-    ReplayTestsFlag,
-    ReviewFlag,
-    RoundsFlag,
-    ScaffoldFlag,
-    SharedPolicyFlag,
-    StallStepsFlag,
-    TemperatureFlag,
-    TopPFlag,
-    loop_overrides,
-)
+from webgen_agent.apps.cli.agent_flags import BUDGET_FLAGS, RUN_FLAGS, AgentFlags, with_agent_flags
 from webgen_agent.apps.cli.base import CommandApp, console, errors, fail, run_async
 from webgen_agent.apps.cli.common import (
     budget_note,
@@ -44,14 +21,12 @@ from webgen_agent.apps.cli.common import (
     print_stop,
     recorded_run,
     resolve_db,
-    with_sampling,
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
-    from webgen_agent.core.views import ReviewPoint
     from webgen_agent.graph.api import RunResult
 
 app = CommandApp()
@@ -59,34 +34,15 @@ app = CommandApp()
 
 @app.command()
 @with_model_flags
+@with_agent_flags(*RUN_FLAGS, "review", *BUDGET_FLAGS)
 def run(
     requirement: Annotated[str, typer.Argument(help="The website requirement, in natural language.")],
     run_id: Annotated[str | None, typer.Option(help="Name the run (default: generated).")] = None,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ./webgen-runs/RUN_ID).")] = None,
     group_id: Annotated[str, typer.Option(help="Group (instruction id) recorded with the run.")] = "",
-    max_steps: MaxStepsFlag = None,
-    error_limit: ErrorLimitFlag = None,
-    stall_steps: StallStepsFlag = None,
-    critic: CriticFlag = None,
-    allow_shell: AllowShellFlag = False,
-    gui_max_actions: GuiMaxActionsFlag = None,
-    temperature: TemperatureFlag = None,
-    top_p: TopPFlag = None,
-    replay_tests: ReplayTestsFlag = None,
-    profile: ProfileFlag = "default",
-    no_sandbox: NoSandboxFlag = False,
-    allow_host: AllowHostFlag = None,
-    loop: LoopFlag = None,
-    critique_rounds: RoundsFlag = None,
-    shared_policy: SharedPolicyFlag = False,
-    scaffold: ScaffoldFlag = None,
-    max_pages: MaxPagesFlag = None,
-    offline_pages: OfflinePagesFlag = False,
-    review: ReviewFlag = None,
-    budget_usd: BudgetUsdFlag = None,
-    budget_tokens: BudgetTokensFlag = None,
     *,
     settings: Settings,
+    agent: AgentFlags,
 ) -> None:
     """Generate a website for REQUIREMENT."""
     from webgen_agent.apps.review import run_with_review
@@ -96,25 +52,8 @@ def run(
     if not requirement.strip():
         fail('the requirement is empty: say what website to build, e.g. "A todo list with due dates"')
 
-    settings = with_sampling(settings, temperature, top_p)
-    context = make_context(
-        settings,
-        no_sandbox=no_sandbox,
-        gui_max_actions=gui_max_actions,
-        stall_steps=stall_steps,
-        allow_hosts=allow_host,
-        max_steps=max_steps,
-        error_limit=error_limit,
-        critic=critic,
-        allow_shell=allow_shell or None,
-        profile=profile,
-        offline_pages=offline_pages or None,
-        replay_tests=replay_tests,
-        review=review_flag_points(review),
-        budget_usd=budget_usd,
-        budget_tokens=budget_tokens,
-        **loop_overrides(loop, critique_rounds, shared_policy, scaffold, max_pages),
-    )
+    settings = agent.sampled(settings)
+    context = make_context(settings, **agent.sandbox(), **agent.context_fields(), **agent.budgets)
     check_out_folder(out or Path(context.runs_dir))
     check_before_run(context, resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id
@@ -145,19 +84,16 @@ def run(
 
 @app.command()
 @with_model_flags
+@with_agent_flags("no_sandbox", "allow_host", "review", *BUDGET_FLAGS)
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
-    no_sandbox: NoSandboxFlag = False,
-    allow_host: AllowHostFlag = None,
-    review: ReviewFlag = None,
-    budget_usd: BudgetUsdFlag = None,
-    budget_tokens: BudgetTokensFlag = None,
     answer: Annotated[
         str | None,
         typer.Option(help='Answer the review the run waits for, as JSON: {"action": "approve"|"edit"|"reject", ...}.'),
     ] = None,
     *,
     settings: Settings,
+    agent: AgentFlags,
 ) -> None:
     """Continue an interrupted or failed run, or one stopped at its budget (give a larger one), from its last
     checkpoint (a run waiting for review is asked again)."""
@@ -181,11 +117,11 @@ def resume(
     # The run keeps its recorded settings (resume_run restores them); flags (and price variables)
     # given now beat its prices and budgets, and --review its review points.
     recorded = record.recorded_settings()
-    changes = cost_changes(settings, recorded, budget_usd=budget_usd, budget_tokens=budget_tokens)
-    points = review_flag_points(review)
+    changes = cost_changes(settings, recorded, **agent.budgets)
+    points = agent.review()
     if points is not None:
         changes["review"] = points
-    host = make_context(settings, no_sandbox=no_sandbox, allow_hosts=allow_host)
+    host = make_context(settings, **agent.sandbox())
     try:
         context = continued_context(host, recorded, changes)  # what the run goes on with
     except ValueError as exc:
@@ -213,15 +149,6 @@ def resume(
 
 
 WAITING_EXIT_CODE = 3  # the run waits for review (docs/review.md)
-
-
-def review_flag_points(values: list[str] | None) -> list[ReviewPoint] | None:
-    from webgen_agent.apps.review import review_points
-
-    try:
-        return review_points(values)
-    except ValueError as exc:
-        fail(f"--review: {exc}")
 
 
 def finish(result: RunResult) -> None:
