@@ -10,6 +10,7 @@ node between two coder steps (docs/costs.md).
 from __future__ import annotations
 
 import functools
+import typing
 from collections.abc import Callable
 
 from langgraph.graph import END, START, StateGraph
@@ -57,20 +58,32 @@ NODES = (
     code_critic,
     budget,
 )
-# Where each node may go next: its router and, as the router's path map, its destinations (what
-# Studio draws; docs/architecture.md lists the same, tests/test_graph_drawing.py compares them).
-ROUTES: dict[str, tuple[Callable[..., str], tuple[str, ...]]] = {
-    "generator": (route_after_coder, ("executor", "gui_tester", "critic", "code_critic", "backtrack", "finalize")),
-    "refiner": (route_after_coder, ("executor", "gui_tester", "critic", "code_critic", "backtrack", "finalize")),
-    "executor": (route_after_executor, ("screenshot_judge", "checker", "critic", "backtrack")),
-    "screenshot_judge": (route_after_judge, ("checker", "gui_tester", "critic", "backtrack", "finalize")),
-    "gui_tester": (route_after_gui, ("finalize", "critic", "backtrack")),
-    "critic": (route_after_critic, ("refiner", "finalize", "budget", "backtrack")),
-    "backtrack": (route_after_backtrack, ("refiner", "generator", "finalize", "budget")),
-    "checker": (route_after_checker, ("code_critic", "finalize", "gui_tester", "critic", "backtrack")),
-    "code_critic": (route_after_code_critic, ("refiner", "budget")),
-    "budget": (route_after_budget, ("refiner", "generator", "finalize", "budget")),
+# Where each node may go next: its router. The router's ``Literal`` return type is its list of
+# destinations (``destinations``): the path map handed to LangGraph (what Studio draws;
+# docs/architecture.md lists the same, tests/test_graph_drawing.py compares them, and
+# tests/test_routing.py checks that every router returns only what its type names).
+ROUTES: dict[str, Callable[..., str]] = {
+    "generator": route_after_coder,
+    "refiner": route_after_coder,
+    "executor": route_after_executor,
+    "screenshot_judge": route_after_judge,
+    "gui_tester": route_after_gui,
+    "critic": route_after_critic,
+    "backtrack": route_after_backtrack,
+    "checker": route_after_checker,
+    "code_critic": route_after_code_critic,
+    "budget": route_after_budget,
 }
+
+
+def destinations(router: Callable[..., str]) -> tuple[str, ...]:
+    """The nodes ``router`` may send a run to: the members of its ``Literal`` return type."""
+    returned = typing.get_type_hints(router)["return"]
+    if typing.get_origin(returned) is not typing.Literal:
+        raise TypeError(f"{router.__name__} must return a Literal of node names, not {returned}")
+    return typing.get_args(returned)
+
+
 # A run pauses before these nodes (LangGraph interrupt); resuming the thread runs them.
 PAUSE_BEFORE = ["budget"]
 
@@ -91,8 +104,8 @@ def build_graph() -> StateGraph[AgentState, AgentContext, InputState, OutputStat
     for node in NODES:
         builder.add_node(node.__name__, with_readable_state(node))  # type: ignore[call-overload]  # a decorated async node
     builder.add_edge(START, "generator")
-    for source, (router, targets) in ROUTES.items():
-        builder.add_conditional_edges(source, router, path_map=list(targets))
+    for source, router in ROUTES.items():
+        builder.add_conditional_edges(source, router, path_map=list(destinations(router)))
     builder.add_edge("finalize", END)
     return builder
 

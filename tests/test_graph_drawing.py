@@ -34,3 +34,21 @@ def test_the_readme_names_every_node() -> None:
     named = set(re.findall(r"`(\w+)`", readme))
     nodes = set(compile_graph().get_graph().nodes) - {"__start__", "__end__"}
     assert nodes <= named, nodes - named
+
+
+def test_each_node_goes_where_its_router_type_says() -> None:
+    """The edges are the routers' ``Literal`` return types (mypy checks each router returns only
+    those): no second list of destinations to drift from them."""
+    import pytest
+
+    from webgen_agent.graph.builder import ROUTES, destinations
+
+    drawn = compile_graph().get_graph()
+    for source, router in ROUTES.items():
+        assert {edge.target for edge in drawn.edges if edge.source == source} == set(destinations(router)), source
+
+    def untyped(state: object) -> str:
+        return "finalize"
+
+    with pytest.raises(TypeError, match="must return a Literal"):
+        destinations(untyped)
