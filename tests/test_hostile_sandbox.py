@@ -524,3 +524,34 @@ async def test_a_lockfile_naming_other_content_than_the_registrys_is_never_share
     entry = cache.entry(cache_key(locked))
     assert entry is not None
     assert (entry / "node_modules" / "webgen-victim" / "index.js").read_text() == "module.exports = 'honest';\n"
+
+
+async def test_the_network_bridge_shows_no_home_folder_inside(tmp_path):
+    # The bridge that opens the sandbox's network doors ran on the agent's base interpreter, whose
+    # whole folder was bound read-only: with a pyenv Python, /root/.pyenv/versions/<v> was listable.
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "index.html").write_text("<h1>hi</h1>")
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs")
+    script = "cat /proc/self/mountinfo; for p in /root /home; do [ -e $p ] && echo visible: $p; done; echo probed"
+    result = await runner.shell(script, timeout_s=60)
+    assert result.ok, result.output_tail
+    assert "probed" in result.output_tail and "visible:" not in result.output_tail, result.output_tail
+    homes = {str(Path.home()), "/root", "/home"}
+    mounts = [line.split()[4] for line in result.output_tail.splitlines() if len(line.split()) > 4]
+    assert mounts and not [m for m in mounts if any(m == h or m.startswith(h + "/") for h in homes)], mounts
+
+
+async def test_without_a_system_python_the_bridge_runs_on_a_copy_outside_any_home(tmp_path, monkeypatch):
+    from webgen_agent.tools import bridge_python as bridge_module
+
+    monkeypatch.setattr(bridge_module, "SYSTEM_PYTHONS", ())
+    bridge_module.bridge_python.cache_clear()
+    try:
+        chosen = bridge_module.bridge_python()
+        assert chosen.folder is not None and chosen.folder.startswith("/tmp/")
+        await test_the_network_bridge_shows_no_home_folder_inside(tmp_path)
+    finally:
+        bridge_module.bridge_python.cache_clear()
+        if chosen.folder:
+            shutil.rmtree(chosen.folder, ignore_errors=True)

@@ -40,7 +40,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable, Iterable
@@ -52,6 +51,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.tools import netns_bridge
+from webgen_agent.tools.bridge_python import bridge_python
 from webgen_agent.tools.egress import (
     BUFFER,
     ProxyRequest,
@@ -201,7 +201,7 @@ def bridge_command(policy: NetworkPolicy, gate: NetworkGate | None) -> list[str]
     proxy_port = INNER_PROXY_PORT if policy.allow_hosts else 0
     source = Path(netns_bridge.__file__).read_text()
     return [
-        os.path.realpath(sys.executable),  # the base interpreter, not a virtualenv: it needs the stdlib only
+        *bridge_python().argv,  # a system Python, else a copy of what it needs: never a home folder
         "-I",
         "-S",
         "-c",

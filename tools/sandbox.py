@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.core.errors import ConfigError
+from webgen_agent.tools.bridge_python import bridge_python
 from webgen_agent.tools.limits import disk_usage
 from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, bridge_command, bwrap_args, proxy_env, registry_hosts
 from webgen_agent.tools.seccomp import seccomp_problem
@@ -310,10 +311,11 @@ class Confinement:
         tmpfs_size = str(self.settings.tmpfs_mb * 1024 * 1024)
         for folder in _private_folders(self.hide, workspace):
             args += ["--size", tmpfs_size, "--tmpfs", str(folder)]
-        # The network bridge runs on the agent's base Python (stdlib only; its virtualenv stays absent).
-        for folder in _tool_folders(argv, env, bridge_command(self.network, gate)[:1]):
+        for folder in _tool_folders(argv, env):
             if not _under(folder.resolve(), [workspace]):
                 args += ["--ro-bind", str(folder), str(folder)]
+        if gate is not None and (bridge := bridge_python().folder) is not None:
+            args += ["--ro-bind", bridge, bridge]  # the network bridge's interpreter, copied out of any home
         args += ["--dir", SANDBOX_HOME, *bwrap_args(self.network, gate)]
         if self.npm_cache is not None and self.npm_cache.is_dir():
             args += ["--bind", str(self.npm_cache), SANDBOX_NPM_CACHE]
@@ -436,6 +438,7 @@ def workspace_confinement(
     get a private copy first (``own_copies``), and a private npm cache (``tools.npm_cache``).
     """
     require_sandbox()
+    bridge_python()  # probed (once) where the sandbox is, off any event loop
     node_modules = workspace / "node_modules"
     read_only: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
