@@ -31,6 +31,7 @@ from webgen_agent.core.loops import LoopName
 from webgen_agent.core.names import DEFAULT_DB, RUN_DEFAULTS, CriticMode
 from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
+from webgen_agent.core.rules import RunRules, run_rules
 from webgen_agent.core.views import ReviewPoint
 
 Role = Literal["coder", "vlm", "feedback"]
@@ -288,17 +289,13 @@ class AgentContext(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _profile_viewport(cls, data: object) -> object:
-        """A profile with a viewport of its own (upstream: WebGen-Agent's 1024x768) captures at it
-        unless the run gives one."""
-        if not isinstance(data, dict) or data.get("profile") is None:
-            return data
-        try:
-            viewport = profile_rules(str(data["profile"])).viewport
-        except ValueError:  # an unknown profile: the field's own validation says so
-            return data
-        if viewport is not None:
-            data = {"viewport_width": viewport[0], "viewport_height": viewport[1], **data}
-        return data
+        return with_profile_viewport(data)
+
+    @property
+    def rules(self) -> RunRules:
+        """This run's rules, resolved once (core/rules.py): the profile's, the environment's, the
+        loop's, and ``replay_tests`` / ``requirement_checks`` decided (the run's own, else the rule's)."""
+        return run_rules(self.profile, self.environment, self.loop, self.replay_tests, self.requirement_checks)
 
     @model_validator(mode="after")
     def _priced_budget(self) -> AgentContext:
@@ -306,6 +303,21 @@ class AgentContext(BaseModel):
         if self.budget_usd is not None:
             require_prices(self.prices, "--budget-usd")
         return self
+
+
+def with_profile_viewport(data: object) -> object:
+    """Settings (a dict with ``profile``) with the profile's viewport when it has one of its own
+    (upstream: WebGen-Agent's 1024x768) and the settings give none: the rule of the run context
+    and of the benchmark's evaluation (apps/bench/config.py)."""
+    if not isinstance(data, dict) or data.get("profile") is None:
+        return data
+    try:
+        viewport = profile_rules(str(data["profile"])).viewport
+    except ValueError:  # an unknown profile: the field's own validation says so
+        return data
+    if viewport is not None:
+        data = {"viewport_width": viewport[0], "viewport_height": viewport[1], **data}
+    return data
 
 
 def _role_complete(given: object) -> bool:

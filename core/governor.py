@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.profiles.rules import ERRORED_SCORE, Profile
+from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, Event, Step
 
 # A backtrack target must be a good step: it ran and its screenshot grade is above ERRORED_SCORE
@@ -37,6 +37,9 @@ class GovernorLimits(Protocol):
     profile: Profile
     stall_steps: int
     backtrack: bool
+
+    @property
+    def rules(self) -> RunRules: ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def _last_reset(events: Sequence[Event]) -> int:
 
 def governor_verdict(state: AgentState, limits: GovernorLimits) -> GovernorVerdict | None:
     """Backtrack or stop, and why, when the run revisits a file tree or its score stalls; else None."""
-    if not profile_rules(limits.profile).loop_governor or limits.stall_steps <= 0:
+    if not limits.rules.profile.loop_governor or limits.stall_steps <= 0:
         return None
     steps: Sequence[Step] = state.get("steps") or []
     current = state.get("current", len(steps) - 1)

@@ -17,8 +17,8 @@ from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.error_count import error_count
 from webgen_agent.core.governor import governor_verdict
-from webgen_agent.core.loops import loop_rules
-from webgen_agent.core.profiles import EnvironmentName, environment_rules, profile_rules
+from webgen_agent.core.profiles import EnvironmentName
+from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, conversation_of
 
 
@@ -41,6 +41,9 @@ class RoutingLimits(Protocol):
     requirement_checks: bool | None
     budget_usd: float | None
     budget_tokens: int | None
+
+    @property
+    def rules(self) -> RunRules: ...
 
 
 # Used only when a router runs outside a run (e.g. a state update from Studio without context).
@@ -76,7 +79,7 @@ def _restarting(state: AgentState) -> bool:
 
 def _after_exception(state: AgentState, context: RoutingLimits) -> Literal["backtrack", "finalize"]:
     """The step raised: restart from the best good step, or end once the restarts are used up."""
-    limit = environment_rules(context.profile, context.environment).restart_limit or 0
+    limit = context.rules.environment.restart_limit or 0
     return "finalize" if state.get("restarts", 0) > limit else "backtrack"
 
 
@@ -99,13 +102,6 @@ def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refi
     return "refiner" if conversation_of(state) else "generator"
 
 
-def checks_on(context: RoutingLimits) -> bool:
-    """Requirement checks follow each judged page: by the loop's rule unless the run says otherwise."""
-    if context.requirement_checks is not None:
-        return context.requirement_checks
-    return loop_rules(context.loop).checks_by_default
-
-
 def _rounds_left(state: AgentState, context: RoutingLimits) -> bool:
     """Another Critic + Refiner round fits (rounds and step budget)."""
     refined = sum(1 for s in state.get("steps") or [] if s["role"] == "refiner")
@@ -114,7 +110,7 @@ def _rounds_left(state: AgentState, context: RoutingLimits) -> bool:
 
 def _next_round(state: AgentState, context: RoutingLimits) -> Literal["code_critic", "finalize"]:
     """A loop without GUI testing: the next critique round if the loop has them and one is left, else the end."""
-    if loop_rules(context.loop).critique_rounds and _rounds_left(state, context):
+    if context.rules.loop.critique_rounds and _rounds_left(state, context):
         return "code_critic"
     return "finalize"
 
@@ -129,12 +125,12 @@ def route_after_coder(
         return "executor"
     if action == "finish":
         return "finalize"
-    if not loop_rules(context.loop).gui_testing:  # no page changed: a next round criticises the same code
+    if not context.rules.loop.gui_testing:  # no page changed: a next round criticises the same code
         return _next_round(state, context)
     if action == "screenshot_validated":
         if step["tests_step"] is None:
             return "backtrack" if _should_backtrack(state, context) else "critic"  # nothing to test yet
-        if profile_rules(context.profile).gui_test_restarts_site:
+        if context.rules.profile.gui_test_restarts_site:
             return "gui_tester"
         execution = state["steps"][step["tests_step"]].get("execution")
         return "gui_tester" if execution and execution["ok"] else "critic"
@@ -153,9 +149,9 @@ def route_after_executor(
         raise RoutingError(f"step {step['index']} left the executor without an execution result")
     if execution["ok"]:
         return "screenshot_judge"
-    if not loop_rules(context.loop).gui_testing:
+    if not context.rules.loop.gui_testing:
         return "checker"  # a page that did not run fails every check (the Critic's D is measured on it)
-    if profile_rules(context.profile).grade_every_capture and step.get("screenshot"):
+    if context.rules.profile.grade_every_capture and step.get("screenshot"):
         return "screenshot_judge"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
@@ -163,7 +159,7 @@ def route_after_executor(
 def _after_judgement(state: AgentState, context: RoutingLimits) -> Literal["gui_tester", "critic", "backtrack"]:
     """WebGen-Agent's choice after a page was judged: GUI test a good-looking page, else criticise."""
     step = state["steps"][state["current"]]
-    if profile_rules(context.profile).gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
+    if context.rules.profile.gui_on_threshold and step["screenshot_score"] >= context.appearance_threshold:
         return "gui_tester"
     return "backtrack" if _should_backtrack(state, context) else "critic"
 
@@ -174,14 +170,14 @@ def route_after_judge(
     context = limits_of(limits)
     if state["steps"][state["current"]].get("exception"):
         return _after_exception(state, context)
-    return "checker" if checks_on(context) else _after_judgement(state, context)
+    return "checker" if context.rules.requirement_checks else _after_judgement(state, context)
 
 
 def route_after_checker(
     state: AgentState, limits: RoutingLimits | None = None
 ) -> Literal["code_critic", "finalize", "gui_tester", "critic", "backtrack"]:
     context = limits_of(limits)
-    if not loop_rules(context.loop).gui_testing:
+    if not context.rules.loop.gui_testing:
         return _next_round(state, context)
     return _after_judgement(state, context)
 
@@ -194,7 +190,7 @@ def route_after_gui(
     if edit_step is None:
         raise RoutingError("a GUI test ended with no code-edit step under test")
     tested = state["steps"][edit_step]
-    rules = profile_rules(context.profile)
+    rules = context.rules.profile
     if rules.finish_on_gui_pass:
         if tested["gui_passed"] and tested["screenshot_score"] >= context.appearance_threshold:
             return "finalize"

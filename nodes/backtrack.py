@@ -15,7 +15,6 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, error_count
 from webgen_agent.core.governor import governor_verdict
-from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, node, store
@@ -28,7 +27,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     blobs = store()
     count = error_count(state)
     after = state["current"]
-    rules = profile_rules(runtime.context.profile)
+    rules = runtime.context.rules.profile
     restarting = bool(state.get("restarts", 0)) and count < runtime.context.error_limit
     # Errors first (as the routers check them), then the restart flag; otherwise the loop governor
     # sent the run here.
@@ -72,9 +71,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     if not rules.backtrack_note:
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
         feedback = target.get("feedback") or await blobs.aput_text(
-            await upstream_step_feedback(
-                state, target, environment_rules(runtime.context.profile, runtime.context.environment)
-            )
+            await upstream_step_feedback(state, target, runtime.context.rules.environment)
         )
     else:
         note = (prompts.GOVERNOR_NOTE if governor is not None else prompts.BACKTRACK_NOTE).format(

@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
+from webgen_agent.core.profiles import ERRORED_SCORE
 from webgen_agent.core.state import AgentState, ChatRef, Step
 from webgen_agent.nodes.common import NodeResult, Update, store, usage_record
 from webgen_agent.tools.bolt import parse_reply
@@ -83,9 +83,9 @@ async def record_turn(
     completion: Completion,
 ) -> NodeResult:
     """The coder's reply to ``conversation`` recorded as a new step (what a coder node returns)."""
-    rules = profile_rules(runtime.context.profile)
+    rules = runtime.context.rules.profile
     text, replaced = _valid_text(completion.text)
-    parsed = parse_reply(text, environment_rules(runtime.context.profile, runtime.context.environment).replies)
+    parsed = parse_reply(text, runtime.context.rules.environment.replies)
     index = len(state.get("steps") or [])
     action = parsed.kind
     tests_step = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
@@ -39,10 +38,8 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResul
                 patch["critic_logprobs"] = turn["logprobs"]
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
-    if not profile_rules(runtime.context.profile).feedback_with_grades:
-        text = await upstream_step_feedback(
-            state, step, environment_rules(runtime.context.profile, runtime.context.environment)
-        )
+    if not runtime.context.rules.profile.feedback_with_grades:
+        text = await upstream_step_feedback(state, step, runtime.context.rules.environment)
         if patch.get("critique"):
             text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"
     else:

@@ -18,7 +18,6 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.store import SKIPPED_DIRS, BlobStore
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, Event, Execution, StepUpdate
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
@@ -30,7 +29,7 @@ from webgen_agent.nodes.common import (
     workspace_dir,
 )
 from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pages_error
-from webgen_agent.nodes.replay import replay_on, replay_recorded
+from webgen_agent.nodes.replay import replay_recorded
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import review_commands, review_on
 from webgen_agent.tools.bolt import FileAction, parse_reply
@@ -163,9 +162,7 @@ class WrittenEdit:
 async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner, blobs: BlobStore) -> WrittenEdit:
     """Write the reply's files and run its shell actions (each put to the reviewer first, if asked)."""
     step = current_step(state)
-    parsed = parse_reply(
-        await blobs.aget_text(step["completion"]), environment_rules(context.profile, context.environment).replies
-    )
+    parsed = parse_reply(await blobs.aget_text(step["completion"]), context.rules.environment.replies)
     # shell review: every command is put to the reviewer first, before anything is written or run, so
     # the executor, run again from its start on each resume, runs no command twice.
     commands: list[str | None] = list(parsed.shell)
@@ -186,7 +183,7 @@ async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner,
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
     written = [f for f in parsed.files if f.path not in refusals]
     applied = await asyncio.to_thread(apply_files, workspace, written)
-    if profile_rules(context.profile).default_vite_config:
+    if context.rules.profile.default_vite_config:
         await asyncio.to_thread(write_default_vite_config, workspace)
     problems = [*step["problems"], *(f"{path}: {why}" for path, why in {**refusals, **applied.refused}.items())]
     problems += review_notes
@@ -275,7 +272,7 @@ async def capture_site(
         viewport=(context.viewport_width, context.viewport_height),
         timeout_s=context.page_timeout_s,
         offline=context.offline_pages,
-        wait_s=profile_rules(context.profile).capture_wait_s,
+        wait_s=context.rules.profile.capture_wait_s,
     )
     execution["capture_s"] = capture.seconds
     site.note_page(capture.module_paths, capture.failed_module_paths)
@@ -321,7 +318,7 @@ async def log_error_words(
 @node
 async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     context = runtime.context
-    rules = profile_rules(context.profile)
+    rules = context.rules.profile
     resources = get_resources()
     step = current_step(state)
     site = resources.site(workspace_dir(state), context)
@@ -345,7 +342,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRes
         patch["structure_ok"] = True
     if result.url and (result.ok or rules.grade_every_capture):
         await capture_site(patch, result, edit, site, context)
-    if replay_on(context) and execution["ok"] and result.url:
+    if context.rules.replay_tests and execution["ok"] and result.url:
         # Every GUI test recorded so far, against the kept dev server: regressions show at this step.
         if (replay := await replay_recorded(state, context, result.url)) is not None:
             patch["replay"] = replay

@@ -13,7 +13,6 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, Event, RunStatus, Step
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.nodes.common import NodeResult, Update, node, workspace_dir
@@ -29,7 +28,7 @@ async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRes
         await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
     steps = state.get("steps", [])
     if runtime.context.select_best:
-        chosen = best_step(steps, profile_rules(runtime.context.profile).selection)
+        chosen = best_step(steps, runtime.context.rules.profile.selection)
         reason = "best step"
     else:
         edits = code_steps(steps)

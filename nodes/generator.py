@@ -15,8 +15,6 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.loops import loop_rules
-from webgen_agent.core.profiles import environment_rules, profile_rules
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
@@ -68,7 +66,7 @@ def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
 
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
-    rules = profile_rules(runtime.context.profile)
+    rules = runtime.context.rules.profile
     prompt_set = prompts_for(runtime.context.profile)
     files, note = await asyncio.to_thread(scaffold_start, runtime.context)  # reads and stores the files
     request = prompt_set.first_user(state["requirement"])
@@ -82,7 +80,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     reviewed = review_on(runtime.context, "plan")
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
     # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
-    if loop_rules(runtime.context.loop).gui_testing and not state.get("test_instruction") and not reviewed:
+    if runtime.context.rules.loop.gui_testing and not state.get("test_instruction") and not reviewed:
         instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
     try:
         if reviewed:
@@ -125,9 +123,7 @@ async def reviewed_plan(state: AgentState, runtime: Runtime[AgentContext], conve
         sent, completion = await ask_coder(runtime.context, conversation, kept=True)
         spent = spent + completion.usage
         index = len(state.get("steps") or [])
-        parsed = parse_reply(
-            completion.text, environment_rules(runtime.context.profile, runtime.context.environment).replies
-        )
+        parsed = parse_reply(completion.text, runtime.context.rules.environment.replies)
         decision = ask_review(
             ReviewRequest(
                 point="plan",

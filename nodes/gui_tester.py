@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
+from webgen_agent.core.profiles import ERRORED_SCORE
 from webgen_agent.core.state import AgentState, SampledTurn, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes.common import (
@@ -36,7 +36,7 @@ from webgen_agent.nodes.gui_testing import (
     write_test_instruction,
 )
 from webgen_agent.nodes.profile import prompts_for
-from webgen_agent.nodes.replay import REGRESSION_SCORE, GuiPlan, covered_score, gui_plan, record_passing, replay_on
+from webgen_agent.nodes.replay import REGRESSION_SCORE, GuiPlan, covered_score, gui_plan, record_passing
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
@@ -61,7 +61,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     target = edit_step(state)
     if target is None:
         raise RuntimeError("gui_tester reached with no code-edit step to test")
-    rules = profile_rules(context.profile)
+    rules = context.rules.profile
     usage = Usage()
     instruction = state.get("test_instruction")
     update: Update = {}
@@ -83,7 +83,9 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     # The recorded tests' replay on this edit is the verdict (no agent, no model) unless the files
     # differ from those the replay ran on (a control reply's written since, in rollouts).
     replayed_files = written is None or written.files == target.get("files")
-    plan = gui_plan(target, state.get("replay_tests") or []) if replay_on(context) and replayed_files else "agent"
+    plan = (
+        gui_plan(target, state.get("replay_tests") or []) if context.rules.replay_tests and replayed_files else "agent"
+    )
     if plan != "agent":
         if state.get("run_id"):
             await resources.drop_gui_session(state["run_id"])
@@ -127,7 +129,7 @@ async def write_control_files(
         return None
     blobs = get_resources().store
     reply = await blobs.aget_text(step["completion"])
-    files = parse_reply(reply, environment_rules(context.profile, context.environment).replies).files
+    files = parse_reply(reply, context.rules.environment.replies).files
     if not files:
         return None
     paths = {f.path.strip().lstrip("./") for f in files}
@@ -135,7 +137,7 @@ async def write_control_files(
     base = state.get("files")
     before = await blobs.amanifest(base) if base else {}
     applied = await asyncio.to_thread(apply_files, workspace, files)
-    if profile_rules(context.profile).default_vite_config:
+    if context.rules.profile.default_vite_config:
         await asyncio.to_thread(write_default_vite_config, workspace)
     snapshot = await asyncio.to_thread(blobs.snapshot, workspace)
     await asyncio.to_thread((workspace / WORKSPACE_MARKER).write_text, snapshot)
@@ -222,7 +224,7 @@ async def run_agent(
 ) -> GuiRun:
     """The browser-use agent's run against the served site (a run that could not start when it is not served)."""
     resources = get_resources()
-    rules = profile_rules(context.profile)
+    rules = context.rules.profile
     prompt_set = prompts_for(context.profile)
     if not served.ok or not served.url:
         return GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
@@ -279,7 +281,7 @@ async def judged_update(
 ) -> NodeResult:
     """The default profile's record of a GUI test: the verdict model's pass/fail, grade and suggestions
     on the edit under test (and the control step that asked for it); a passing run is recorded for replay."""
-    rules = profile_rules(context.profile)
+    rules = context.rules.profile
     update: Update = {}
     asked = verdict_messages(state, instruction, run)
     answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
@@ -288,7 +290,7 @@ async def judged_update(
         passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
     else:
         passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
-    if replay_on(context) and answer.value is not None and served.ok and served.url:
+    if context.rules.replay_tests and answer.value is not None and served.ok and served.url:
         refs = await record_passing(
             state, context, served.url, run, target=target, instruction=instruction, passed=passed, score=score
         )

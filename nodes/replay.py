@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Literal
 
 from webgen_agent.core.context import AgentContext
-from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.state import AgentState, ReplaySummary, ReplayTestRef, Step
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.gui_agent import GuiRun, leading_answer
@@ -21,11 +20,6 @@ MAX_RECORDED = 6  # tests kept per run (the oldest go first): replays stay a few
 REGRESSION_SCORE = 2  # the GUI grade of an edit whose recorded test fails (as a failed GUI test)
 
 GuiPlan = Literal["regression", "covered", "agent"]
-
-
-def replay_on(context: AgentContext) -> bool:
-    """Whether this run records and replays GUI tests: the context's choice, else the profile's rule."""
-    return context.replay_tests if context.replay_tests is not None else profile_rules(context.profile).replay_tests
 
 
 async def load_tests(refs: list[ReplayTestRef]) -> list[RecordedTest]:

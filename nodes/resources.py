@@ -21,7 +21,6 @@ from pathlib import Path
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, Settings, find_chromium
-from webgen_agent.core.profiles import profile_rules
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiSession, open_gui_session
 from webgen_agent.tools.process import ProcessRegistry
@@ -127,7 +126,7 @@ class Resources:
     def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
         key = workspace.resolve()
         runner = self._sites.get(key)
-        rules = profile_rules(context.profile)
+        rules = context.rules.profile
         if runner is None:
             runner = SiteRunner(
                 key,

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, verdict_of
-from webgen_agent.core.profiles import ERRORED_SCORE, environment_rules, profile_rules
+from webgen_agent.core.profiles import ERRORED_SCORE
 from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
@@ -139,8 +139,8 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
     step = current_step(state)
     png = await store().aget(step["screenshot"] or "")  # the router sends only captured steps here
     context = runtime.context
-    vlm, attempts = context.vlm, profile_rules(context.profile).judge_attempts
-    environment = environment_rules(context.profile, context.environment)
+    vlm, attempts = context.vlm, context.rules.profile.judge_attempts
+    environment = context.rules.environment
     describe = screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png)
     grade = screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png)
     described, graded = await asyncio.gather(
@@ -187,14 +187,14 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
 
 @node
 async def screenshot_judge(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
-    if profile_rules(runtime.context.profile).screenshot_only_judge:
+    if runtime.context.rules.profile.screenshot_only_judge:
         return await upstream_judgement(state, runtime)
     step = current_step(state)
     blobs = store()
     page = await blobs.aget_json(step["page"] or "") if step.get("page") else {}
     png = await blobs.aget(step["screenshot"] or "")  # the router sends only captured steps here
     messages = judge_messages(state["requirement"], png, page.get("visible_text", ""), await other_page_shots(step))
-    strict = profile_rules(runtime.context.profile).strict_verdicts
+    strict = runtime.context.rules.profile.strict_verdicts
     grading = asyncio.create_task(
         ask_structured(runtime.context.vlm, "vlm", messages, ScreenshotJudgement, strict=strict)
     )

@@ -129,3 +129,40 @@ def test_a_profile_with_its_own_viewport_sets_the_run_window_unless_the_run_does
     assert (given.viewport_width, given.viewport_height) == (800, 768)
     default = AgentContext.model_validate({**roles, "profile": "default"})
     assert (default.viewport_width, default.viewport_height) == (1280, 800)
+
+
+def test_the_benchmark_evaluates_at_the_viewport_rule_of_the_run_context():
+    from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
+    from webgen_agent.core.context import Settings
+
+    settings = Settings(model="m", base_url="http://127.0.0.1:9/v1")
+    upstream = eval_settings(settings, EvalModelFlags(), profile="upstream")
+    assert (upstream.viewport_width, upstream.viewport_height) == (1024, 768)
+    default = eval_settings(settings, EvalModelFlags(), profile="default")
+    assert (default.viewport_width, default.viewport_height) == (1280, 800)
+
+
+@pytest.mark.parametrize(
+    ("settings", "replay", "checks"),
+    [
+        ({"profile": "default"}, True, False),
+        ({"profile": "upstream"}, False, False),
+        ({"profile": "upstream", "replay_tests": True}, True, False),
+        ({"profile": "default", "replay_tests": False}, False, False),
+        ({"loop": "webloop"}, True, True),
+        ({"loop": "webloop", "requirement_checks": False}, True, False),
+        ({"loop": "webgen-agent", "requirement_checks": True}, True, True),
+    ],
+)
+def test_a_runs_rules_are_resolved_once_on_its_context(settings, replay, checks):
+    """``context.rules``: the profile's, environment's and loop's rules, and the tri-state settings
+    decided (the run's own value, else the rule's): what every node and router reads."""
+    roles = {"coder": ROLE, "vlm": ROLE, "feedback": ROLE}
+    context = AgentContext.model_validate({**roles, **settings})
+    rules = context.rules
+    assert rules.profile is PROFILES[context.profile] and rules.loop is LOOPS[context.loop]
+    assert rules.environment is PROFILES[context.profile].environment(context.environment)
+    assert (rules.replay_tests, rules.requirement_checks) == (replay, checks)
+    assert context.rules is rules  # decided once per settings
+    changed = context.model_copy(update={"profile": "upstream" if context.profile == "default" else "default"})
+    assert changed.rules.profile is not rules.profile  # a copy with other settings is not handed stale rules

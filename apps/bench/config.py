@@ -16,7 +16,14 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from webgen_agent.apps.bench.modes import VerdictMode
-from webgen_agent.core.context import AgentContext, ModelSettings, Role, SandboxSettings, Settings
+from webgen_agent.core.context import (
+    AgentContext,
+    ModelSettings,
+    Role,
+    SandboxSettings,
+    Settings,
+    with_profile_viewport,
+)
 from webgen_agent.core.errors import ConfigError
 
 
@@ -78,8 +85,11 @@ def _role(
         raise ConfigError(f"evaluation: {exc} (or the --eval-* flags)") from None
 
 
-def eval_settings(settings: Settings, flags: EvalModelFlags, **limits: object) -> EvalSettings:
-    """Evaluation roles from the ``--eval-*`` flags, falling back to the agent's settings."""
+def eval_settings(
+    settings: Settings, flags: EvalModelFlags, *, profile: str | None = None, **limits: object
+) -> EvalSettings:
+    """Evaluation roles from the ``--eval-*`` flags, falling back to the agent's settings; at the
+    viewport of ``profile`` when it has one of its own (the run context's rule)."""
     agent = _role(settings, "vlm", model=flags.vlm_model, base_url=flags.base_url, api_key=flags.api_key)
     appearance = _role(
         settings,
@@ -95,9 +105,15 @@ def eval_settings(settings: Settings, flags: EvalModelFlags, **limits: object) -
             "appearance": appearance,
             "feedback": feedback,
             "chromium": settings.chromium,
-            **{k: v for k, v in limits.items() if v is not None},
+            **_viewport(profile, {k: v for k, v in limits.items() if v is not None}),
         }
     )
+
+
+def _viewport(profile: str | None, limits: dict[str, object]) -> dict[str, object]:
+    given = with_profile_viewport({"profile": profile, **limits})
+    assert isinstance(given, dict)
+    return {k: v for k, v in given.items() if k != "profile"}
 
 
 class BenchSetup(BaseModel):

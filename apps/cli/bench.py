@@ -267,7 +267,6 @@ def _evaluation(settings: Settings, agent: AgentFlags, flags: FlagValues, worker
     """The evaluation's settings: its flags over the agent's models, at the profile's viewport, in the
     sandbox the agent flags ask for (checked here: every site is installed and started in it)."""
     from webgen_agent.apps.bench.config import EvalModelFlags, eval_settings
-    from webgen_agent.core.profiles import profile_rules
     from webgen_agent.tools.sandbox import require_sandbox
 
     models = EvalModelFlags(
@@ -278,10 +277,6 @@ def _evaluation(settings: Settings, agent: AgentFlags, flags: FlagValues, worker
         appearance_base_url=flags["eval_appearance_base_url"],
         api_key=flags["eval_api_key"],
     )
-    profile_viewport = profile_rules(agent["profile"]).viewport
-    viewport = (
-        {"viewport_width": profile_viewport[0], "viewport_height": profile_viewport[1]} if profile_viewport else {}
-    )
     evaluation = eval_settings(
         settings,
         models,
@@ -290,7 +285,7 @@ def _evaluation(settings: Settings, agent: AgentFlags, flags: FlagValues, worker
         workers=workers,
         offline_pages=agent["offline_pages"] or None,
         sandbox=sandbox_settings(agent["no_sandbox"], agent["allow_host"]),
-        **viewport,
+        profile=agent["profile"],
     )
     if evaluation.sandbox.enabled:
         require_sandbox()  # one line naming --no-sandbox

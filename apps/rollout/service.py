@@ -30,7 +30,6 @@ from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
 from webgen_agent.core.errors import DatabaseUnavailable
-from webgen_agent.core.loops import loop_rules
 from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -115,7 +114,7 @@ def rollout_context(
         update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
     )
     update: dict[str, Any] = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
-    separate_critic = loop_rules(context.loop).trains_every_role and not context.shared_policy
+    separate_critic = context.rules.loop.trains_every_role and not context.shared_policy
     if logprobs and (separate_critic or context.critic == "llm"):
         # The feedback model's critiques are training data too (the webloop and critic exports): its
         # logprobs as well, and so those of its other turns (the GUI verdict), kept on the step.
