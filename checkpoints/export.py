@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind, replay_score
 from webgen_agent.checkpoints.database import Database
-from webgen_agent.checkpoints.flat_groups import flat_groups, lone_groups
+from webgen_agent.checkpoints.flat_groups import flat_groups, lone_groups, mixed_rule_groups
 from webgen_agent.checkpoints.formats import ExportFormat, format_entry, text_formats_words
 from webgen_agent.checkpoints.rewards import advantages, group_stats
 from webgen_agent.checkpoints.store import BlobStore
@@ -394,5 +394,6 @@ async def export_trajectories(
         dropped_groups=len(flat) if drop_flat_groups else 0,
         left_out=left_out,
         lone_groups=lone_groups(kept, reward),
+        mixed_groups=mixed_rule_groups(kept),
         seconds=round(time.monotonic() - started, 3),
     )

@@ -108,3 +108,17 @@ def lone_groups(trajectories: Sequence[Trajectory], kind: RewardKind = "step") -
         for group_id, rewards in by_group.items()
         if len(rewards) == 1
     ]
+
+
+def mixed_rule_groups(trajectories: Sequence[Trajectory]) -> list[str]:
+    """One line per group whose trajectories' pools were built by different rules (profiles):
+    its advantages normalise entries of two kinds together."""
+    rules: dict[str, Counter[str]] = {}
+    for trajectory in trajectories:
+        rules.setdefault(trajectory.group_id, Counter())[trajectory.pool_rule] += 1
+    return [
+        f"{group_id}: pools built by different rules, normalised together: "
+        + ", ".join(f"{n} trajectories {rule}" for rule, n in sorted(counts.items()))
+        for group_id, counts in rules.items()
+        if len(counts) > 1
+    ]

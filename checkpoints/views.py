@@ -293,6 +293,10 @@ class ExportReport(BaseModel):
         default_factory=list,
         description="Trajectories and steps the trainer's pool rule cannot train as recorded, and why: one line each.",
     )
+    mixed_groups: list[str] = Field(
+        default_factory=list,
+        description="Groups whose trajectories' pools were built by different rules (profiles): one line each.",
+    )
     lone_groups: list[str] = Field(
         default_factory=list,
         description="Groups of one pool entry, whose advantage is the raw reward (mean 0, std 1): one line each.",

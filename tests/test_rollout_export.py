@@ -33,7 +33,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.export import export_trajectories, sft_records, step_grpo_records
-from webgen_agent.checkpoints.flat_groups import lone_groups
+from webgen_agent.checkpoints.flat_groups import lone_groups, mixed_rule_groups
 from webgen_agent.checkpoints.formats import FORMATS
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord
@@ -605,6 +605,17 @@ def test_a_one_entry_group_is_warned_about_beside_normalised_ones(tmp_path):
     pair = [synthetic(store, run, "pair", [{"screenshot_score": score}]) for run, score in (("b", 2), ("c", 5))]
     (line,) = lone_groups([lone, *pair])
     assert line.startswith("alone: one pool entry") and "raw reward 7 (mean 0, std 1)" in line
+
+
+def test_a_group_mixing_pool_rules_is_named(tmp_path):
+    store = BlobStore(tmp_path / "blobs.db")
+    default = synthetic(store, "a", "g", [{"screenshot_score": 3}])
+    upstream = synthetic(store, "b", "g", [{"screenshot_score": 4}])
+    upstream.values["profile"] = "upstream"
+    assert mixed_rule_groups([default]) == []
+    assert mixed_rule_groups([default, upstream]) == [
+        "g: pools built by different rules, normalised together: 1 trajectories one-per-step, 1 trajectories webgen-rl"
+    ]
 
 
 def test_json_lines_match_pydantic_json(tmp_path):

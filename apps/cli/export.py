@@ -318,6 +318,7 @@ def export(
     warn_flat_groups(report.flat_groups, report.groups, dropped=drop_flat_groups)
     warn_lines("left out, as WebGen-RL's trainer could not train them as recorded (docs/rewards.md)", report.left_out)
     warn_lines("groups of one pool entry: advantage = raw reward (mean 0, std 1)", report.lone_groups)
+    warn_lines("groups mixing pool rules (profiles)", report.mixed_groups)
     if report.records == 0:
         Path(report.path).unlink(missing_ok=True)
         fail(
