@@ -27,7 +27,7 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.store import SKIPPED_FILES, BlobStore
 from webgen_agent.core.context import AgentContext, SandboxSettings, find_chromium
 from webgen_agent.core.state import Step
-from webgen_agent.nodes.resources import deps_cache_for, registry_for
+from webgen_agent.nodes.local_dirs import deps_cache_for, registry_for
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.process import ProcessRegistry, run_command, scrubbed_env

@@ -21,21 +21,10 @@ from pathlib import Path
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, Settings, find_chromium
+from webgen_agent.nodes.local_dirs import deps_cache_for, registry_for
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiSession, open_gui_session
-from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import SiteRunner
-
-
-def registry_for(db: str | Path | Database) -> ProcessRegistry:
-    """Every agent process of this machine using one database records its process groups in one registry."""
-    return ProcessRegistry(Database.of(db).local_dir / "processes.jsonl")
-
-
-def deps_cache_for(db_path: str | Path | Database) -> Path:
-    """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else this machine's
-    folder of the database: beside a SQLite file)."""
-    return Path(Settings().deps_cache or Database.of(db_path).local_dir / "deps-cache")
 
 
 class Resources:

@@ -1,52 +1,107 @@
 #!/usr/bin/env bash
-# Set up a fresh machine: system Chromium (and Node.js, PostgreSQL if missing), a virtualenv, the
-# project with its test extras (which include the [postgres] and [ray] extras) and the train extra
-# (CPU PyTorch). Safe to run again.
+# Set up a fresh Debian/Ubuntu machine (Python 3.11+). Safe to run again.
+#
+#   bash scripts/setup.sh          what the demo and a real run need: system Chromium, Node.js and npm,
+#                                  bubblewrap; .venv with the project at the locked versions
+#                                  (requirements/lean.txt); the demo's npm packages in the dependency cache
+#   bash scripts/setup.sh --test   all that, and what the test suite (and CI) needs: the test, train and
+#                                  studio extras (requirements/test.txt, CPU PyTorch), PostgreSQL, curl,
+#                                  verl's dataset loaders, the real-server virtualenv (.venv-realserver)
+#
+# Packages are installed by uv (https://docs.astral.sh/uv/) from the lock files in requirements/
+# (scripts/lock.sh writes them), so a fresh machine gets the versions CI tested. PyTorch alone comes
+# from pip: `pip install torch==2.13.0` takes the CPU build where pip is configured with it (these
+# machines hold it on disk), where uv would download the CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+mode=lean
+case "${1:-}" in
+  "") ;;
+  --test) mode=test ;;
+  *) echo "usage: bash scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
+PYTHON="${PYTHON:-python3}"
+UV_VERSION=0.13.9
+export UV_PYTHON_DOWNLOADS=never  # use this machine's Python, never download one
+started=$EPOCHREALTIME
+lap_start=$started
+timings=()
+seconds_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+lap() {  # how long the part since the previous lap took
+  timings+=("$1 $(seconds_since "$lap_start") s;")
+  lap_start=$EPOCHREALTIME
+}
+
+# -- system packages (in the background: they do not need the virtualenv, nor it them) ----------------
 need_apt=()
-command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium fonts-liberation)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
 command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
-command -v curl >/dev/null 2>&1 || need_apt+=(curl)  # the hostile network tests use it inside the sandbox
 # The sandbox's seccomp filter is compiled by libseccomp (through pyseccomp).
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)
-# PostgreSQL server binaries: the suite runs its storage tests on a throwaway cluster too.
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+if [ "$mode" = test ]; then
+  command -v curl >/dev/null 2>&1 || need_apt+=(curl)  # the hostile network tests use it inside the sandbox
+  # PostgreSQL server binaries: the suite runs its storage tests on a throwaway cluster too.
+  compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+fi
+apt_log=$(mktemp)
+apt_pid=""
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]}" fonts-liberation
+  (
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+  ) >"$apt_log" 2>&1 &
+  apt_pid=$!
 fi
 
-PYTHON="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# PyTorch before the extras that need it ([train], and trl in [test]), pinned to the CPU build this
-# machine's package index holds: any other build would download gigabytes.
-.venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -e '.[test,train]'
-# verl's dataset classes, which tests/test_verl_export.py reads the verl export with: the package
-# alone and the three packages its dataset code imports (its own requirements pin a training stack,
-# vLLM-era versions and wandb, that the tests do not need).
-.venv/bin/python -m pip install -q --no-deps 'verl==0.9.1' 'tensordict==0.15.3' 'pyvers==0.2.3' 'omegaconf==2.4.0'
-# A real OpenAI-compatible server for tests/test_real_server.py (transformers serve), in a virtualenv
-# of its own: transformers' serving dependencies want click, huggingface-hub and opentelemetry
-# versions that browser-use's exact pins exclude. torch first and alone, as above.
-[ -x .venv-realserver/bin/python ] || "$PYTHON" -m venv .venv-realserver
-.venv-realserver/bin/python -m pip install -q torch==2.13.0
-.venv-realserver/bin/python -m pip install -q 'transformers[serving]>=5.24,<5.25' 'tokenizers>=0.22'
-# The demo's packages into the dependency cache beside the default database (.webgen/deps-cache), so
-# that `webgen-agent demo` runs from here without npm's registry afterwards. A throwaway run does it.
-prefill=$(mktemp -d)
-if WEBGEN_DEPS_CACHE="$PWD/.webgen/deps-cache" .venv/bin/webgen-agent demo --out "$prefill/out" --db "$prefill/db/w.db" >"$prefill/log" 2>&1; then
-  echo "demo packages cached in .webgen/deps-cache"
+# -- the virtualenv ----------------------------------------------------------------------------------
+if command -v uv >/dev/null 2>&1; then
+  UV=$(command -v uv)
 else
-  echo "could not cache the demo's packages (no npm registry?): the first demo will need it; see $prefill/log"
+  [ -x .venv-uv/bin/uv ] || "$PYTHON" -m pip install -q --disable-pip-version-check --target .venv-uv "uv==$UV_VERSION"
+  UV="$PWD/.venv-uv/bin/uv"
 fi
-echo "setup done: $(.venv/bin/webgen-agent --help >/dev/null && echo webgen-agent ok), $(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"
+lap "uv"
+[ -x .venv/bin/python ] || "$UV" venv -q --python "$PYTHON" .venv
+uv_install() { "$UV" pip install -q --python "$1" --no-deps "${@:2}"; }
+if [ "$mode" = test ]; then
+  uv_install .venv/bin/python -r requirements/test.txt
+else
+  uv_install .venv/bin/python -r requirements/lean.txt
+fi
+uv_install .venv/bin/python -e .
+lap "virtualenv and project"
+
+if [ "$mode" = test ]; then
+  # CPU PyTorch for the train extra and TRL (see the top: pip, pinned, after the lock's packages).
+  .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+  uv_install .venv/bin/python -r requirements/verl.txt
+  [ -x .venv-realserver/bin/python ] || "$UV" venv -q --python "$PYTHON" .venv-realserver
+  uv_install .venv-realserver/bin/python -r requirements/realserver.txt
+  .venv-realserver/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+  lap "test extras, PyTorch, verl, .venv-realserver"
+fi
+
+if [ -n "$apt_pid" ]; then
+  if ! wait "$apt_pid"; then
+    cat "$apt_log" >&2
+    echo "setup: apt-get install ${need_apt[*]} failed (output above)" >&2
+    exit 1
+  fi
+  lap "system packages (waited for)"
+fi
+rm -f "$apt_log"
+
+# The demo's packages into the dependency cache beside the default database (.webgen/deps-cache), so
+# that `webgen-agent demo` runs from here without npm's registry afterwards.
+if ! .venv/bin/webgen-agent demo --prepare; then
+  echo "could not cache the demo's packages (no npm registry?): the first demo will need it"
+fi
+lap "demo packages"
+echo "setup ($mode) done in $(seconds_since "$started") s: ${timings[*]}"
+echo "$(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), node $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"

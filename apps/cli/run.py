@@ -205,8 +205,23 @@ def scripted_server(
 def demo(
     out: Annotated[Path | None, typer.Option(help="Output folder (default: ./webgen-runs/demo-<time>).")] = None,
     db: Annotated[str | None, db_option()] = None,
+    prepare: Annotated[
+        bool,
+        typer.Option(
+            "--prepare",
+            help="Only install the demo's npm packages into the dependency cache (scripts/setup.sh does), then exit.",
+        ),
+    ] = False,
 ) -> None:
     """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
+    if prepare:
+        from webgen_agent.apps.demo_deps import prepare_demo
+
+        installed = run_async(prepare_demo(resolve_db(db)))
+        if installed.error:
+            fail(f"could not cache the demo's packages: {installed.error.splitlines()[0]}", code=1)
+        console.print(f"the demo's packages are in the dependency cache ({installed.seconds:.1f} s)")
+        return
     from webgen_agent.apps.demo import run_demo
     from webgen_agent.apps.report.model import REPORT_NAME
     from webgen_agent.tools.site.registry import registry_unreachable

@@ -1,0 +1,22 @@
+"""Where a machine keeps what runs sharing one database share: the process registry and the dependency
+cache (beside a SQLite file, or this machine's folder of a PostgreSQL database). Light to import:
+``webgen-agent demo --prepare`` fills the cache without loading the graph, browser or model clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from webgen_agent.checkpoints.database import Database
+from webgen_agent.core.context import Settings
+from webgen_agent.tools.process import ProcessRegistry
+
+
+def registry_for(db: str | Path | Database) -> ProcessRegistry:
+    """Every agent process of this machine using one database records its process groups in one registry."""
+    return ProcessRegistry(Database.of(db).local_dir / "processes.jsonl")
+
+
+def deps_cache_for(db_path: str | Path | Database) -> Path:
+    """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else this machine's
+    folder of the database: beside a SQLite file)."""
+    return Path(Settings().deps_cache or Database.of(db_path).local_dir / "deps-cache")
