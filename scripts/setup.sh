@@ -63,7 +63,7 @@ fi
 if command -v uv >/dev/null 2>&1; then
   UV=$(command -v uv)
 else
-  [ -x .venv-uv/bin/uv ] || "$PYTHON" -m pip install -q --disable-pip-version-check --target .venv-uv "uv==$UV_VERSION"
+  [ -x .venv-uv/bin/uv ] || "$PYTHON" -m pip install -qq --disable-pip-version-check --root-user-action=ignore --target .venv-uv "uv==$UV_VERSION"
   UV="$PWD/.venv-uv/bin/uv"
 fi
 lap "uv"
@@ -79,11 +79,11 @@ lap "virtualenv and project"
 
 if [ "$mode" = test ]; then
   # CPU PyTorch for the train extra and TRL (see the top: pip, pinned, after the lock's packages).
-  .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+  .venv/bin/python -m pip install -qq --disable-pip-version-check --root-user-action=ignore torch==2.13.0
   uv_install .venv/bin/python -r requirements/verl.txt
   [ -x .venv-realserver/bin/python ] || "$UV" venv -q --python "$PYTHON" .venv-realserver
   uv_install .venv-realserver/bin/python -r requirements/realserver.txt
-  .venv-realserver/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+  .venv-realserver/bin/python -m pip install -qq --disable-pip-version-check --root-user-action=ignore torch==2.13.0
   lap "test extras, PyTorch, verl, .venv-realserver"
 fi
 
