@@ -175,3 +175,22 @@ def test_no_flag_shows_a_type_in_help(command: str | None) -> None:
     if command == "runs":
         # The type column is there for options that take a value; only flags leave it empty.
         assert "--json " in result.output and "<str>" in result.output
+
+
+def test_the_servers_graph_import_leaves_model_clients_and_browser_use_for_the_first_run() -> None:
+    """``langgraph dev`` warns when importing the graph (``webgen_agent.graph.studio``) takes over 3 s;
+    openai and langchain-openai alone took seconds of it: they, and browser-use, are imported by the
+    first run that calls a model or opens a GUI session, never by the import."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; import webgen_agent.graph.studio; print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert loaded & {"openai", "langchain_openai", "browser_use"} == set()

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Literal, TypeVar, cast
 
-import openai
 from pydantic import BaseModel, SecretStr
 from tenacity import (
     AsyncRetrying,
@@ -92,12 +91,16 @@ def report(event: EndpointEvent) -> None:
 
 
 def status_of(exc: BaseException) -> int | None:
+    import openai  # here, not at the top: the model client that raised has loaded it (seconds to import)
+
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
 
 def transient(exc: BaseException) -> bool:
     """Worth waiting for: the endpoint is busy, restarting or flaky, not refusing the request itself.
     An answer that is not an OpenAI-compatible endpoint's (a web page, bytes that are not HTTP) is not."""
+    import openai  # as in status_of
+
     if foreign_answer(exc) is not None:
         return False
     if isinstance(exc, (openai.APIConnectionError, TimeoutError, MalformedResponse, json.JSONDecodeError)):
@@ -126,6 +129,8 @@ def connection_problem(exc: BaseException) -> str:
 
 def describe(exc: BaseException, base_url: str) -> str:
     """One line about a failed call."""
+    import openai  # as in status_of
+
     if (what := foreign_answer(exc)) is not None:
         return f"{base_url} is not an OpenAI-compatible endpoint: it answered {what}"
     if isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):

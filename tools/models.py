@@ -19,13 +19,10 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import httpx
-import openai
 from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatResult
-from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field, ValidationError
 
 from webgen_agent.core.context import ModelSettings, Role, api_key_for, validation_summary
@@ -38,6 +35,13 @@ from webgen_agent.tools.endpoints import (
     report,
     status_of,
 )
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
+
+# openai and langchain-openai are imported where a model is called, not with this module: together
+# they take seconds to import, which the LangGraph server's start (graph/studio.py) and commands
+# that call no model would pay for nothing.
 
 __all__ = [
     "ModelCallError",
@@ -141,20 +145,22 @@ class StructuredAnswer(BaseModel, Generic[T]):
 _loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
 
-def _client_errors() -> tuple[type[Exception], ...]:
+@functools.cache
+def http_client_errors() -> tuple[type[Exception], ...]:
+    """What a request through ``shared_http_client()`` raises when the endpoint cannot be reached."""
+    import openai
+
     # Newer openai releases build their default client on a fork of httpx (``httpx2``) whose errors
     # are not httpx's: take the error base class from the client class's own package.
     package = sys.modules[openai.DefaultAsyncHttpxClient.__mro__[1].__module__.split(".")[0]]
     return tuple({httpx.HTTPError, getattr(package, "HTTPError", httpx.HTTPError)})
 
 
-# What a request through ``shared_http_client()`` raises when the endpoint cannot be reached.
-HTTP_CLIENT_ERRORS = _client_errors()
-
-
 def shared_http_client() -> Any:
     """The running event loop's HTTP client for model endpoints (made once: each new client loads
     the system's CA certificates, ~30 ms of CPU)."""
+    import openai
+
     loop = asyncio.get_running_loop()
     client = _loop_clients.get(loop)
     if client is None:
@@ -164,6 +170,10 @@ def shared_http_client() -> Any:
 
 def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpenAI:
     """A LangChain chat model for ``role``; call it inside the event loop that will use it."""
+    from langchain_openai import ChatOpenAI
+
+    from webgen_agent.tools.token_ids import TokenIdsChatOpenAI
+
     kwargs: dict[str, Any] = {
         "http_async_client": shared_http_client(),
         "model": settings.model,
@@ -185,22 +195,6 @@ def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpe
         kwargs["extra_body"] = {"return_token_ids": True}
     kwargs.update(overrides)
     return (TokenIdsChatOpenAI if settings.token_ids else ChatOpenAI)(**kwargs)
-
-
-class TokenIdsChatOpenAI(ChatOpenAI):
-    """ChatOpenAI that keeps the token ids vLLM returns for ``return_token_ids`` (``prompt_token_ids``
-    and each choice's ``token_ids``) in the message's response_metadata; langchain-openai drops
-    response fields it does not know."""
-
-    def _create_chat_result(
-        self, response: dict[str, Any] | openai.BaseModel, generation_info: dict[str, Any] | None = None
-    ) -> ChatResult:
-        result = super()._create_chat_result(response, generation_info)
-        data = response if isinstance(response, dict) else response.model_dump()
-        for generation, choice in zip(result.generations, data.get("choices") or []):
-            generation.message.response_metadata["prompt_token_ids"] = data.get("prompt_token_ids")
-            generation.message.response_metadata["token_ids"] = choice.get("token_ids")
-        return result
 
 
 def _usage(message: AIMessage) -> Usage:
@@ -232,6 +226,8 @@ async def _chat(
     """One HTTP call. With a ``schema``, an answer the client cannot hand over is returned as Unusable."""
     model = chat_model(endpoint, role)
     runnable = model.bind(response_format=schema) if schema is not None else model
+    import openai
+
     try:
         return await runnable.ainvoke(messages)
     except (openai.LengthFinishReasonError, openai.ContentFilterFinishReasonError) as exc:
@@ -363,6 +359,8 @@ def _schema_hint(schema: type[BaseModel]) -> str:
 
 def _rejects_response_format(exc: ModelCallError) -> bool:
     """A 400 that is not about the prompt's length: taken as the server refusing ``response_format``."""
+    import openai
+
     cause = exc.__cause__
     return isinstance(cause, openai.BadRequestError) and not says_too_long(400, str(cause.message))
 

@@ -45,7 +45,7 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
-from webgen_agent.tools.models import HTTP_CLIENT_ERRORS, Usage, shared_http_client, spend
+from webgen_agent.tools.models import Usage, http_client_errors, shared_http_client, spend
 
 if TYPE_CHECKING:
     from browser_use import Agent, BrowserSession
@@ -72,7 +72,7 @@ async def _endpoint_problem(base_url: str) -> str | None:
     """None when the model endpoint answers HTTP at all; otherwise why it cannot be reached."""
     try:
         await shared_http_client().get(base_url.rstrip("/") + "/models", timeout=5.0)
-    except HTTP_CLIENT_ERRORS as exc:
+    except http_client_errors() as exc:
         return f"model endpoint {base_url} cannot be reached ({type(exc).__name__}: {exc})"
     return None
 
