@@ -4,6 +4,7 @@
 #   bash scripts/setup.sh          what the demo and a real run need: system Chromium, Node.js and npm,
 #                                  bubblewrap; .venv with the project at the locked versions
 #                                  (requirements/lean.txt); the demo's npm packages in the dependency cache
+#   bash scripts/setup.sh --studio the same and LangGraph's server and CLI for Studio (requirements/studio.txt)
 #   bash scripts/setup.sh --test   all that, and what the test suite (and CI) needs: the test, train and
 #                                  studio extras (requirements/test.txt, CPU PyTorch), PostgreSQL, curl,
 #                                  verl's dataset loaders, the real-server virtualenv (.venv-realserver)
@@ -18,8 +19,9 @@ cd "$(dirname "$0")/.."
 mode=lean
 case "${1:-}" in
   "") ;;
+  --studio) mode=studio ;;
   --test) mode=test ;;
-  *) echo "usage: bash scripts/setup.sh [--test]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/setup.sh [--studio | --test]" >&2; exit 2 ;;
 esac
 PYTHON="${PYTHON:-python3}"
 UV_VERSION=0.13.9
@@ -69,11 +71,7 @@ fi
 lap "uv"
 [ -x .venv/bin/python ] || "$UV" venv -q --python "$PYTHON" .venv
 uv_install() { "$UV" pip install -q --python "$1" --no-deps "${@:2}"; }
-if [ "$mode" = test ]; then
-  uv_install .venv/bin/python -r requirements/test.txt
-else
-  uv_install .venv/bin/python -r requirements/lean.txt
-fi
+uv_install .venv/bin/python -r "requirements/$mode.txt"
 uv_install .venv/bin/python -e .
 lap "virtualenv and project"
 

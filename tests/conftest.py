@@ -240,8 +240,8 @@ def postgres_cluster():
 
     if postgres_bin() is None:
         if os.environ.get("CI") or os.environ.get("WEBGEN_REQUIRE_POSTGRES"):
-            pytest.fail("PostgreSQL is not installed (scripts/setup.sh installs it)")
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql, or run scripts/setup.sh)")
+            pytest.fail("PostgreSQL is not installed (scripts/setup.sh --test installs it)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql, or run scripts/setup.sh --test)")
     with throwaway_cluster() as cluster:
         yield cluster
 

@@ -38,7 +38,9 @@ pytestmark = [
     pytest.mark.e2e,  # bubblewrap, and its network namespace
     pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()}"),
     pytest.mark.skipif(network_problem() is not None, reason=f"no network namespace here: {network_problem()}"),
-    pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (scripts/setup.sh installs it)"),
+    pytest.mark.skipif(
+        shutil.which("curl") is None, reason="curl is not installed (scripts/setup.sh --test installs it)"
+    ),
 ]
 
 

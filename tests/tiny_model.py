@@ -1,7 +1,7 @@
 """A real OpenAI-compatible server for tests: ``transformers serve`` with a tiny random-weight model.
 
 The server and the model builder run in a virtualenv of their own (``.venv-realserver``, made by
-scripts/setup.sh, or ``WEBGEN_REALSERVER_VENV``): transformers' serving extra pins click,
+scripts/setup.sh --test, or ``WEBGEN_REALSERVER_VENV``): transformers' serving extra pins click,
 huggingface-hub and opentelemetry versions that browser-use's exact pins exclude, so the two cannot
 share the project's environment. This module runs there as a script (``python tiny_model.py DIR``
 builds the model; only the standard library is imported at the top).
@@ -44,7 +44,7 @@ def missing() -> str | None:
     """Why the real-server tests cannot run here, or None."""
     venv = server_venv()
     if not (venv / "bin" / "transformers").exists():
-        return f"no transformers serve in {venv} (bash scripts/setup.sh makes it; or set WEBGEN_REALSERVER_VENV)"
+        return f"no transformers serve in {venv} (bash scripts/setup.sh --test makes it; or set WEBGEN_REALSERVER_VENV)"
     return None
 
 
