@@ -212,12 +212,21 @@ def demo(
             help="Only install the demo's npm packages into the dependency cache (scripts/setup.sh does), then exit.",
         ),
     ] = False,
+    unconfined: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="With --prepare: run npm without the sandbox (an image build, where user namespaces are refused).",
+        ),
+    ] = False,
 ) -> None:
     """Fully offline demo: a scripted model builds a real Vite + React todo app over four steps."""
+    if unconfined and not prepare:
+        fail("--no-sandbox goes with --prepare only: the demo's runs keep the sandbox")
     if prepare:
         from webgen_agent.apps.demo_deps import prepare_demo
 
-        installed = run_async(prepare_demo(resolve_db(db)))
+        installed = run_async(prepare_demo(resolve_db(db), sandbox=not unconfined))
         if installed.error:
             fail(f"could not cache the demo's packages: {installed.error.splitlines()[0]}", code=1)
         console.print(f"the demo's packages are in the dependency cache ({installed.seconds:.1f} s)")
