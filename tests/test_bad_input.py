@@ -3,12 +3,14 @@ no table drawn first, no traceback, and nothing created by a command that only r
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from tests.fake_endpoints import fake_endpoint
+from tests.helpers import save_finished_run
 from tests.test_cli import cli
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
@@ -29,6 +31,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for run_id, status in (("done", "finished"), ("broke", "failed")):
         runs.start(RunRecord(run_id=run_id, requirement="A blog", out_dir=str(root / run_id)))
         runs.update(run_id, status=status)
+    # A run that is running: its row names a live process (this one), as the run's own would.
+    runs.start(RunRecord(run_id="live", requirement="A blog", out_dir=str(root / "live")))
+    asyncio.run(_stepped_run(root / "runs.db", runs))
     (root / "not-a-db").write_text("plain text")
     (root / "folder").mkdir()
     (root / "bad-scenario.json").write_text(json.dumps({"rules": 5}))
@@ -37,6 +42,16 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "a-file").write_text("not a folder")
     (root / "one.jsonl").write_text(json.dumps({"id": "a", "instruction": "A blog", "ui_instruct": []}) + "\n")
     return root
+
+
+async def _stepped_run(db: Path, runs: RunIndex) -> None:
+    """A finished run with checkpoints of steps 0 to 2."""
+    from webgen_agent.checkpoints.saver import open_checkpointer
+
+    async with open_checkpointer(db, record_runs=False) as saver:
+        for current in range(3):
+            values = {"run_id": "stepped", "group_id": "", "requirement": "A blog", "current": current, "steps": []}
+            await save_finished_run(saver, runs, values, steps=3)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +75,32 @@ MODEL = ["--model", "m", "--base-url", DEAD]
 CASES = {
     "resume: unknown run": (["resume", "nope", *MODEL, "--db", "{root}/runs.db"], "no run nope in"),
     "resume: finished run": (["resume", "done", *MODEL, "--db", "{root}/runs.db"], "has finished"),
+    # The user's mistakes about runs: one line with advice that works for the run's status, no table.
+    "resume: running run": (["resume", "live", *MODEL, "--db", "{root}/runs.db"], "run live is running (pid"),
+    "fork: a step the run does not have": (
+        ["fork", "stepped", "--step", "99", *MODEL, "--db", "{root}/runs.db"],
+        "run stepped has no step 99: its steps are 0 to 2 (`webgen-agent history stepped` lists them)",
+    ),
+    "fork: a run without steps": (
+        ["fork", "done", "--step", "0", *MODEL, "--db", "{root}/runs.db"],
+        "run done has no step 0: it recorded none",
+    ),
+    "run: --run-id of a finished run": (
+        ["run", "A blog", "--run-id", "done", *MODEL, "--db", "{root}/runs.db"],
+        "run done already exists in {root}/runs.db (finished): choose another --run-id (`webgen-agent fork done",
+    ),
+    "run: --run-id of a failed run": (
+        ["run", "A blog", "--run-id", "broke", *MODEL, "--db", "{root}/runs.db"],
+        "(failed): `webgen-agent resume broke` continues it",
+    ),
+    "run: --run-id of a running run": (
+        ["run", "A blog", "--run-id", "live", *MODEL, "--db", "{root}/runs.db"],
+        "run live is running (pid",
+    ),
+    "fork: --run-id of a recorded run": (
+        ["fork", "stepped", "--step", "1", "--run-id", "done", *MODEL, "--db", "{root}/runs.db"],
+        "run done already exists",
+    ),
     "fork: unknown run": (["fork", "nope", "--step", "0", *MODEL, "--db", "{root}/runs.db"], "no run nope in"),
     "history: unknown run": (["history", "nope", "--db", "{root}/runs.db"], "no run nope in"),
     "report: unknown run": (["report", "nope", "--db", "{root}/runs.db"], "no run nope"),
@@ -143,13 +184,13 @@ def test_bad_input_is_one_line_and_exit_2(
     argv, expected = CASES[case]
     result = cli(*(arg.format(root=inputs, **fakes) for arg in argv))
     assert result.returncode == 2, (result.stdout, result.stderr)
-    assert expected in result.stderr, result.stderr
+    assert expected.format(root=inputs) in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     # Nothing is created by a command that failed on its input.
     assert not (inputs / "typo.db").exists() and not (inputs / "new.db").exists() and not (inputs / "b").exists()
     assert not (inputs / "o.jsonl").exists() and not (inputs / "x.zip").exists()
-    assert len(RunIndex(Database.of(str(inputs / "runs.db"))).list()) == 2  # nothing recorded
+    assert len(RunIndex(Database.of(str(inputs / "runs.db"))).list()) == 4  # nothing recorded
     assert scripted.requests == []  # no model was asked: nothing spent
 
 

@@ -83,11 +83,17 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def run_async(coro: Any) -> Any:
+def run_async(coro: Any, *, run_id: str | None = None) -> Any:
+    """Run ``coro``; Ctrl-C stops it with one line saying how to continue ``run_id`` (the run it drives)."""
     import asyncio
 
     try:
         return asyncio.run(coro)
     except KeyboardInterrupt:
-        errors.print("[yellow]interrupted[/yellow]: servers stopped; continue with `webgen-agent resume RUN_ID`.")
+        how = (
+            f"continue with `webgen-agent resume {run_id}`"
+            if run_id
+            else "`webgen-agent runs` lists the interrupted runs, `webgen-agent resume ID` continues one"
+        )
+        errors.print(f"[yellow]interrupted[/yellow]: servers stopped; {escape(how)}.", soft_wrap=True)
         raise typer.Exit(130) from None

@@ -19,6 +19,7 @@ from webgen_agent.apps.cli.common import (
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.run import finish
+from webgen_agent.apps.cli.run_checks import require_new_run_id, require_step
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -116,7 +117,7 @@ def fork(
 
     The new run keeps the recorded run's settings; the flags given change them for the new run."""
     from webgen_agent.apps.review import run_with_review
-    from webgen_agent.graph.api import fork_run
+    from webgen_agent.graph.api import fork_run, new_run_id_suffix
     from webgen_agent.tools.models import ModelCallError
 
     database = existing_db(settings.db)
@@ -124,6 +125,9 @@ def fork(
     recorded.update(agent.context_fields())
     context = make_context(agent.sampled(settings), **agent.sandbox(), **recorded)
     check_out_folder(out or Path(context.runs_dir))
+    require_step(database, run_id, step)
+    new_run_id = new_run_id or f"{run_id}-fork{step}-{new_run_id_suffix()}"
+    require_new_run_id(database, new_run_id)
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
     try:
         result = run_async(
@@ -141,7 +145,8 @@ def fork(
                     on_progress=on_event,
                     reviewer=reviewer,
                 ),
-            )
+            ),
+            run_id=new_run_id,
         )
     except (ModelCallError, ValueError) as exc:
         fail(str(exc), code=1)

@@ -24,6 +24,7 @@ from webgen_agent.apps.cli.common import (
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
+from webgen_agent.apps.cli.run_checks import require_new_run_id, require_resumable
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -55,6 +56,7 @@ def run(
     settings = agent.sampled(settings)
     context = make_context(settings, **agent.sandbox(), **agent.context_fields(), **agent.budgets)
     check_out_folder(out or Path(context.runs_dir))
+    require_new_run_id(resolve_db(settings.db), run_id)
     check_before_run(context, resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id
 
@@ -75,7 +77,8 @@ def run(
                     on_progress=on_event,
                     reviewer=reviewer,
                 ),
-            )
+            ),
+            run_id=run_id,
         )
     except (ModelCallError, ValueError) as exc:
         fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
@@ -109,11 +112,7 @@ def resume(
         fail(f"--answer: {exc}")
     database = existing_db(settings.db)
     record = recorded_run(database, run_id)
-    if record.status == "finished":
-        fail(
-            f"run {run_id} has finished: nothing to resume (`webgen-agent fork {run_id} --step N` continues "
-            "from one of its steps)"
-        )
+    require_resumable(record)
     # The run keeps its recorded settings (resume_run restores them); flags (and price variables)
     # given now beat its prices and budgets, and --review its review points.
     recorded = record.recorded_settings()
@@ -141,7 +140,8 @@ def resume(
                     reviewer=reviewer,
                     answer=decision,
                 ),
-            )
+            ),
+            run_id=run_id,
         )
     except (ModelCallError, ValueError) as exc:
         fail(str(exc), code=1)
