@@ -123,7 +123,7 @@ CASES = {
         for command, argv, db in (
             ("run", ["run", "A blog", "--out", "{root}/b"], "{root}/new.db"),
             ("resume", ["resume", "broke"], "{root}/runs.db"),
-            ("fork", ["fork", "broke", "--step", "0"], "{root}/runs.db"),
+            ("fork", ["fork", "stepped", "--step", "1"], "{root}/runs.db"),
             ("rollout", ["rollout", "--data", "{root}/one.jsonl", "--out", "{root}/b"], "{root}/new.db"),
             ("bench", ["bench", "--data", "{root}/one.jsonl", "--out", "{root}/b"], "{root}/new.db"),
         )
