@@ -298,3 +298,24 @@ CACHE_POISON = [
     ),
     Case("the honest project, written over it", HONEST_REPLY, ()),
 ]
+
+
+# A dev server that fills the workspace while it runs (it starts once the capture has loaded the page).
+SERVER_FILL = [
+    Case(
+        "a dev server writes past the workspace cap while it runs",
+        edit(
+            package({"dev": "node server.js"}),
+            file(
+                "server.js",
+                "const fs = require('fs'); let i = 0, filling = false;"
+                "require('http').createServer((q, s) => { s.setHeader('content-type', 'text/html');"
+                " s.end('<h1>Filling</h1>'); if (!filling) { filling = true;"
+                " setInterval(() => fs.writeFileSync('fill' + (i++) + '.bin', Buffer.alloc(4000000)), 50); } })"
+                ".listen(Number(process.env.PORT), '127.0.0.1');",
+            ),
+        ),
+        (),
+    ),
+    Case("the next step", edit(), ("over its size cap",)),
+]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import pids_limit_enforced
-from tests.hostile_corpus import CACHE_POISON, FILES, HONEST_REPLY, NPM, PAGES, PLANTED, Case
+from tests.hostile_corpus import CACHE_POISON, FILES, HONEST_REPLY, NPM, PAGES, PLANTED, SERVER_FILL, Case
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted import server as scripted_server
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -383,3 +383,26 @@ async def test_a_tree_rewritten_by_an_earlier_steps_postinstall_never_reaches_th
     assert served["ok"] and served["install_cached"], served
     restored = list((honest.base / "out").rglob("node_modules/react/index.js"))
     assert restored and not any(PLANTED in p.read_text() for p in restored)
+
+
+# -- a dev server filling the workspace while it runs ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def server_fill_run(tmp_path_factory, chromium_path, secret):
+    return await replay(
+        SERVER_FILL,
+        tmp_path_factory.mktemp("corpus-server-fill"),
+        secret,
+        start_timeout_s=10.0,
+        page_timeout_s=8.0,
+        sandbox=SandboxSettings(workspace_mb=32),
+    )
+
+
+def test_a_dev_server_filling_the_workspace_is_stopped_as_it_writes_and_nothing_of_it_is_kept(server_fill_run):
+    # Pins behaviour that holds: the workspace guard kills the server while it writes (whether the
+    # capture got its page first depends on timing), the next step is told, and no file it wrote is recorded.
+    _check_messages(server_fill_run)
+    for case in server_fill_run.cases:
+        assert not [name for name in server_fill_run.files(case.name) if name.startswith("fill")], case.name
