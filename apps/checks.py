@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.core.names import DEFAULT_DB
 
 DATABASE_TIMEOUT_S = 5
 
@@ -81,7 +82,21 @@ def _sqlite_check(path: Path) -> Check:
     folder = next((parent for parent in path.parents if parent.exists()), Path("/"))
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         return Check(name="database", ok=False, detail=f"{folder} is not a writable folder for {path}", fix=fix)
+    if folder != path.parent and not _is_default(path):
+        # A folder that is not there is more often a typo than a wish: a new database there would
+        # hold the run, and `runs` on the usual one would not list it.
+        return Check(
+            name="database",
+            ok=False,
+            detail=f"{path.parent} does not exist (a mistyped --db?)",
+            fix=f"for a new database there, create the folder first: mkdir -p {path.parent}",
+        )
     return Check(name="database", ok=True, detail=f"{path} (SQLite, created by the first run)")
+
+
+def _is_default(path: Path) -> bool:
+    """The default database (``.webgen/webgen.db`` in the working folder): its folder is made when missing."""
+    return path.resolve() == DEFAULT_DB.resolve()
 
 
 # -- browser, Node, npm, sandbox -------------------------------------------------------------------------

@@ -111,6 +111,10 @@ CASES = {
     "runs: a folder": (["runs", "--db", "{root}/folder"], "is a folder"),
     "runs: not SQLite": (["runs", "--db", "{root}/not-a-db"], "not an SQLite database"),
     "runs: unreachable PostgreSQL": (["runs", "--db", "postgresql://u:pw@127.0.0.1:1/x"], "cannot be reached"),
+    "run: --db in a folder that is not there": (
+        ["run", "A blog", "--model", "served-model", "--base-url", "{served}", "--db", "{root}/nodir/sub/x.db"],
+        "nodir/sub does not exist (a mistyped --db?) (for a new database there, create the folder first: mkdir -p",
+    ),
     "run: empty requirement": (["run", "  ", *MODEL, "--db", "{root}/new.db"], "the requirement is empty"),
     "run: unreachable endpoint": (["run", "A blog", *MODEL, "--db", "{root}/new.db"], "connection refused"),
     # Something answers at --base-url, but not as a model endpoint: refused before a run starts.
@@ -189,7 +193,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert "Traceback" not in result.stderr and result.stdout == ""
     # Nothing is created by a command that failed on its input.
     assert not (inputs / "typo.db").exists() and not (inputs / "new.db").exists() and not (inputs / "b").exists()
-    assert not (inputs / "o.jsonl").exists() and not (inputs / "x.zip").exists()
+    assert not (inputs / "o.jsonl").exists() and not (inputs / "x.zip").exists() and not (inputs / "nodir").exists()
     assert len(RunIndex(Database.of(str(inputs / "runs.db"))).list()) == 4  # nothing recorded
     assert scripted.requests == []  # no model was asked: nothing spent
 

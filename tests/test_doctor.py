@@ -72,9 +72,17 @@ async def test_a_database_path_that_is_not_a_database_is_named(tmp_path: Path, k
 
 
 async def test_a_new_database_is_not_created_by_the_check(tmp_path: Path):
-    target = tmp_path / "new" / "runs.db"
+    target = tmp_path / "runs.db"
     check = await database_check(Database.of(str(target)))
-    assert check.ok and not target.exists() and not target.parent.exists()
+    assert check.ok and not target.exists()
+
+
+async def test_a_database_in_a_folder_that_is_not_there_is_refused(tmp_path: Path):
+    """A mistyped --db folder is not made: the run would land in a new database that `runs` does not read."""
+    target = tmp_path / "nodir" / "sub" / "runs.db"
+    check = await database_check(Database.of(str(target)))
+    assert check.failed and "does not exist (a mistyped --db?)" in check.detail
+    assert f"mkdir -p {target.parent}" in check.fix and not (tmp_path / "nodir").exists()
 
 
 @pytest.mark.e2e

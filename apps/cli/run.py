@@ -24,7 +24,7 @@ from webgen_agent.apps.cli.common import (
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
-from webgen_agent.apps.cli.run_checks import require_new_run_id, require_resumable
+from webgen_agent.apps.cli.run_checks import announce_new_database, require_new_run_id, require_resumable
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -58,6 +58,7 @@ def run(
     check_out_folder(out or Path(context.runs_dir))
     require_new_run_id(resolve_db(settings.db), run_id)
     check_before_run(context, resolve_db(settings.db))
+    announce_new_database(resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id
 
     run_id = run_id or new_run_id()

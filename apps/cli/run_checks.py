@@ -45,6 +45,21 @@ def require_new_run_id(database: Database, run_id: str | None, flag: str = "--ru
     )
 
 
+def announce_new_database(database: Database) -> None:
+    """One line when a run makes the default database's folder (``.webgen`` in the working folder):
+    the only database folder made without being asked (apps/checks.py refuses other missing ones)."""
+    if database.is_postgres or database.path.parent.exists():
+        return
+    from webgen_agent.apps.cli.base import errors
+
+    database.path.parent.mkdir(parents=True)
+    errors.print(
+        f"note: made {database.path.parent.resolve()} for the run database (--db or WEBGEN_DB puts it elsewhere)",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
 def require_resumable(record: Any) -> None:
     """``resume`` of a run that is running or has ended is the user's mistake."""
     if record.status == "running":
