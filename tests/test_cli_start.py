@@ -194,3 +194,34 @@ def test_the_servers_graph_import_leaves_model_clients_and_browser_use_for_the_f
     assert done.returncode == 0, done.stdout + done.stderr
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     assert loaded & {"openai", "langchain_openai", "browser_use"} == set()
+
+
+def _modules_after_error(*argv: str) -> tuple[set[str], str]:
+    """The modules a fresh process held when ``argv`` ended in a user error (exit 2), and its stderr."""
+    done = subprocess.run([sys.executable, "-c", _LOADED, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1])), done.stderr
+
+
+@pytest.mark.e2e  # the command line as a process
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["fork", "nope", "--step", "0", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], "no run nope"),
+        (["resume", "nope", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], "no run nope"),
+        (["ship", "nope", "--out", "{tmp}/x.zip"], "no run nope"),
+        (["train", "--data", "{tmp}/missing.jsonl", "--model", "{tmp}", "--out", "{tmp}/o"], "missing.jsonl: no such"),
+    ],
+    ids=["fork", "resume", "ship", "train"],
+)
+def test_a_typo_is_answered_before_the_agent_loads(tmp_path, argv: list[str], said: str) -> None:
+    """An unknown run or a missing file is checked before the graph, the model clients, the browser
+    or torch load: the answer comes as fast as `history`'s."""
+    from webgen_agent.checkpoints.runs import RunIndex, RunRecord
+
+    db = tmp_path / "runs.db"
+    RunIndex(db).start(RunRecord(run_id="other", requirement="A blog", out_dir=str(tmp_path / "other")))
+    args = [arg.format(tmp=tmp_path) for arg in argv]
+    modules, stderr = _modules_after_error(*args, *([] if argv[0] == "train" else ["--db", str(db)]))
+    assert said in stderr
+    assert sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in (*NOT_FOR_READING, "torch"))) == []

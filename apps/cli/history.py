@@ -116,12 +116,13 @@ def fork(
     """Start a new run from step N of RUN_ID; the original run stays intact.
 
     The new run keeps the recorded run's settings; the flags given change them for the new run."""
+    database = existing_db(settings.db)
+    record = recorded_run(database, run_id)  # an unknown run is answered before the agent loads
     from webgen_agent.apps.review import run_with_review
     from webgen_agent.graph.api import fork_run, new_run_id_suffix
     from webgen_agent.tools.models import ModelCallError
 
-    database = existing_db(settings.db)
-    recorded = with_recorded(settings, recorded_run(database, run_id).recorded_settings(), **agent.budgets)
+    recorded = with_recorded(settings, record.recorded_settings(), **agent.budgets)
     recorded.update(agent.context_fields())
     context = make_context(agent.sampled(settings), **agent.sandbox(), **recorded)
     check_out_folder(out or Path(context.runs_dir))

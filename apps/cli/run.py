@@ -101,12 +101,9 @@ def resume(
 ) -> None:
     """Continue an interrupted or failed run, or one stopped at its budget (give a larger one), from its last
     checkpoint (a run waiting for review is asked again)."""
-    from webgen_agent.apps.review import run_with_review
     from webgen_agent.core.views import review_decision
-    from webgen_agent.graph.api import continued_context, resume_run
-    from webgen_agent.tools.models import ModelCallError
 
-    # The flags first (they need nothing), then the run they name.
+    # The flags first (they need nothing), then the run they name, before the agent loads.
     try:
         decision = review_decision(json.loads(answer)) if answer is not None else None
     except (ValueError, json.JSONDecodeError) as exc:
@@ -114,6 +111,10 @@ def resume(
     database = existing_db(settings.db)
     record = recorded_run(database, run_id)
     require_resumable(record)
+    from webgen_agent.apps.review import run_with_review
+    from webgen_agent.graph.api import continued_context, resume_run
+    from webgen_agent.tools.models import ModelCallError
+
     # The run keeps its recorded settings (resume_run restores them); flags (and price variables)
     # given now beat its prices and budgets, and --review its review points.
     recorded = record.recorded_settings()

@@ -9,7 +9,7 @@ import typer
 
 from webgen_agent.apps.cli.agent_flags import no_sandbox_option
 from webgen_agent.apps.cli.base import CommandApp, console, fail, run_async
-from webgen_agent.apps.cli.common import existing_db
+from webgen_agent.apps.cli.common import existing_db, recorded_run
 from webgen_agent.apps.cli.model_flags import db_option
 from webgen_agent.apps.cli.out_paths import check_out_file
 
@@ -37,12 +37,13 @@ def ship(
 ) -> None:
     """Pack a step's site into a zip: its source files without node_modules, or with --build the
     built static output, packed only after its index.html loaded in Chromium with no page errors."""
+    database = existing_db(db)
+    recorded_run(database, run_id)  # an unknown run is answered before the site tools load
+    check_out_file(out)
     from webgen_agent.apps.ship import ShipError, ship_run
     from webgen_agent.core.context import Settings
     from webgen_agent.core.errors import ConfigError
 
-    database = existing_db(db)
-    check_out_file(out)
     try:
         result = run_async(
             ship_run(

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import typer
 
 from webgen_agent.apps.cli.base import CommandApp, console, fail
+from webgen_agent.apps.cli.out_paths import check_out_folder
 
 app = CommandApp()
 
@@ -54,6 +55,14 @@ def train(
     ] = False,
 ) -> None:
     """Train MODEL on a step-grpo or webloop export (PPO clip against exported logprobs, else advantage-weighted)."""
+    # The paths first: a typo is answered before torch and transformers load (seconds).
+    if not data.is_file():
+        fail(f"{data}: no such file (--data: a step-grpo or webloop export)")
+    if not model.is_dir():
+        fail(f"{model}: no such directory (--model: a local Hugging Face model directory)")
+    if ref_model is not None and not ref_model.is_dir():
+        fail(f"{ref_model}: no such directory (--ref-model: a local Hugging Face model directory)")
+    check_out_folder(out)
     try:
         from webgen_agent.apps.train.chat import ChatTemplateError
         from webgen_agent.apps.train.data import TrainDataError
