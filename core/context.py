@@ -31,6 +31,7 @@ from webgen_agent.core.loops import LoopName
 from webgen_agent.core.names import DEFAULT_DB, RUN_DEFAULTS, CriticMode
 from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
+from webgen_agent.core.prompt_checkout import read_checkout
 from webgen_agent.core.rules import RunRules, run_rules
 from webgen_agent.core.views import ReviewPoint
 
@@ -224,6 +225,11 @@ class AgentContext(BaseModel):
         default="default",
         description="upstream: WebGen-Agent's rules, step for step; default: this project's (docs/fidelity.md).",
     )
+    prompts_from: str | None = Field(
+        default=None,
+        description="upstream profile: read WebGen-Agent's own prompts from this checkout of it (parsed as "
+        "data, never imported or run); empty: the project's words for them (docs/fidelity.md).",
+    )
     environment: EnvironmentName = Field(
         default="inference",
         description="inference: an agent run's observations; rollout: a Step-GRPO rollout's (the "
@@ -296,6 +302,17 @@ class AgentContext(BaseModel):
         """This run's rules, resolved once (core/rules.py): the profile's, the environment's, the
         loop's, and ``replay_tests`` / ``requirement_checks`` decided (the run's own, else the rule's)."""
         return run_rules(self.profile, self.environment, self.loop, self.replay_tests, self.requirement_checks)
+
+    @model_validator(mode="after")
+    def _prompts_checkout(self) -> AgentContext:
+        """A checkout's prompts replace the upstream profile's words: it must hold every one it needs."""
+        if self.prompts_from:
+            if not self.rules.profile.checkout_prompts:
+                raise ConfigError(
+                    "--prompts-from (prompts_from) reads WebGen-Agent's prompts: use it with --profile upstream"
+                )
+            read_checkout(self.prompts_from)  # a missing prompt: PromptsFromError, one line
+        return self
 
     @model_validator(mode="after")
     def _priced_budget(self) -> AgentContext:

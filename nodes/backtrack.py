@@ -19,6 +19,7 @@ from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, node, store
 from webgen_agent.nodes.feedback import results_text, template_feedback, upstream_step_feedback
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.selection import best_good_step, step_files
 
 
@@ -71,7 +72,9 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     if not rules.backtrack_note:
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
         feedback = target.get("feedback") or await blobs.aput_text(
-            await upstream_step_feedback(state, target, runtime.context.rules.environment)
+            await upstream_step_feedback(
+                state, target, runtime.context.rules.environment, context_prompts(runtime.context).feedback
+            )
         )
     else:
         note = (prompts.GOVERNOR_NOTE if governor is not None else prompts.BACKTRACK_NOTE).format(

@@ -22,7 +22,7 @@ from webgen_agent.core.state import AgentState, RequirementCheck, StepUpdate
 from webgen_agent.core.views import RequirementItem, RequirementList
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, edit_step, node, prepared_workspace, usage_record
-from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
 from webgen_agent.tools.models import Usage, ask_structured
@@ -70,7 +70,7 @@ async def _check(
             chromium_path=await asyncio.to_thread(find_chromium, context.chromium),
             cdp_url=(await browser.start()).ws_url,  # one Chromium; each agent sees a context of its own
             viewport=(context.viewport_width, context.viewport_height),
-            system_rule=prompts_for(context.profile).gui_page_rule,
+            system_rule=context_prompts(context).gui_page_rule,
             offline_pages=context.offline_pages,
         )
         task = prompts.check_task(url, item["task"], item["expected_result"], pages)

@@ -16,6 +16,7 @@ from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, sampled_turn, store, usage_record
 from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.tools.models import ask_structured
 
 
@@ -39,7 +40,9 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResul
             results = f"{results}\n\n{format_critique(answer.value)}"
             focus = "Follow the repair plan."
     if not runtime.context.rules.profile.feedback_with_grades:
-        text = await upstream_step_feedback(state, step, runtime.context.rules.environment)
+        text = await upstream_step_feedback(
+            state, step, runtime.context.rules.environment, context_prompts(runtime.context).feedback
+        )
         if patch.get("critique"):
             text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"
     else:

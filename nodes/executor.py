@@ -32,14 +32,12 @@ from webgen_agent.nodes.pages import capture_pages, other_paths, page_record, pa
 from webgen_agent.nodes.replay import replay_recorded
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import review_commands, review_on
+from webgen_agent.nodes.site_results import execution_record, log_error_words, server_log_mark
 from webgen_agent.tools.bolt import FileAction, parse_reply
-from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.scaffolds import Scaffold, load_scaffold
 from webgen_agent.tools.site import ExecutionResult, ServedModule, SiteRunner
 from webgen_agent.tools.site.project import write_default_vite_config
 from webgen_agent.tools.workspace import apply_files
-
-MAX_LOG_BYTES = 200_000  # of the server's log kept for the upstream profile's feedback
 
 
 def _relative(raw_path: str) -> str:
@@ -49,23 +47,6 @@ def _relative(raw_path: str) -> str:
 
 def _diff(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
-
-
-def server_log_mark(server: ManagedProcess | None) -> tuple[Path, int] | None:
-    """Where the dev server's log ends now, to read what this step adds to it."""
-    if server is None or not server.log_path.is_file():
-        return None
-    return server.log_path, server.log_path.stat().st_size
-
-
-def server_log_since(server: ManagedProcess | None, mark: tuple[Path, int] | None) -> str:
-    """The server's log written since ``mark`` (all of it when the server was started anew)."""
-    if server is None or not server.log_path.is_file():
-        return ""
-    offset = mark[1] if mark is not None and mark[0] == server.log_path else 0
-    with server.log_path.open("rb") as handle:
-        handle.seek(offset)
-        return handle.read(MAX_LOG_BYTES).decode("utf-8", "replace").replace("\x00", "")
 
 
 def files_on_disk(blobs: BlobStore, workspace: Path) -> dict[str, str]:
@@ -80,22 +61,6 @@ def files_on_disk(blobs: BlobStore, workspace: Path) -> dict[str, str]:
         return blobs.manifest(held) if held else {}
     except KeyError:  # a folder written with another database: treat every file as new
         return {}
-
-
-def execution_record(result: ExecutionResult) -> Execution:
-    """The step's record of running the project, from the site runner's result."""
-    return {
-        "ok": result.ok,
-        "stage": result.stage,
-        "error": result.error,
-        "install_ran": result.install_ran,
-        "install_cached": result.install_cached,
-        "server_restarted": result.server_restarted,
-        "url": result.url,
-        "install_s": result.install_s,
-        "start_s": result.start_s,
-        "fresh_s": result.fresh_s,
-    }
 
 
 def structure_failure(scaffold: Scaffold, problems: list[str]) -> Execution:
@@ -300,19 +265,6 @@ async def capture_site(
         render_error = render_error or pages_error(pages)
     if render_error:
         execution.update({"ok": False, "stage": "render", "error": render_error})
-
-
-async def log_error_words(
-    execution: Execution, result: ExecutionResult, site: SiteRunner, log_mark: tuple[Path, int] | None
-) -> None:
-    """WebGen-Agent's error signals: the word "error" in npm's output or in the server's log."""
-    logs = {
-        "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
-        "server": server_log_since(site.server, log_mark),
-    }
-    execution["logs"] = await get_resources().store.aput_json(logs)
-    execution["install_error"] = "error" in logs["install"].lower()
-    execution["start_error"] = "error" in logs["server"].lower()
 
 
 @node

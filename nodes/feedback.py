@@ -5,6 +5,7 @@ Shared by the Critic (every step), Backtrack (the restored step) and fork (a not
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from webgen_agent.core.profiles import EnvironmentRules
@@ -99,7 +100,12 @@ def cut_observation(text: str, tokens: int | None) -> str:
 
 
 def upstream_feedback(
-    requirement: str, step: Step, tested: Step | None, logs: dict[str, str], environment: EnvironmentRules
+    requirement: str,
+    step: Step,
+    tested: Step | None,
+    logs: dict[str, str],
+    environment: EnvironmentRules,
+    say: Mapping[str, str] = prompts.UPSTREAM_FEEDBACK,
 ) -> str:
     """WebGen-Agent's feedback after a code edit or a GUI test, in this project's words.
 
@@ -110,9 +116,10 @@ def upstream_feedback(
     loop's or the rollout environment's (a grade <= 1 is an error there, the log is cut shorter and
     the whole observation is cut at 5,000 tokens).
     """
-    say = prompts.UPSTREAM_FEEDBACK
     gui = step["action"] == "screenshot_validated"
-    source = tested if gui else step  # the edit whose run the install and start lines describe
+    # The run the install and start lines describe: the step's own (an edit's, or a GUI test that
+    # installed and started anew), else the tested edit's.
+    source = tested if gui and not step.get("execution") else step
     execution = source.get("execution") if source is not None else None
     parts: list[str] = []
     closing: list[str] = []
@@ -175,12 +182,14 @@ def upstream_feedback(
     return cut_observation(text, environment.observation_tokens)
 
 
-async def upstream_step_feedback(state: AgentState, step: Step, environment: EnvironmentRules) -> str:
+async def upstream_step_feedback(
+    state: AgentState, step: Step, environment: EnvironmentRules, say: Mapping[str, str] = prompts.UPSTREAM_FEEDBACK
+) -> str:
     """``upstream_feedback`` for a step of the run, its logs read from the store."""
     tests_step = step["tests_step"]
     tested = state["steps"][tests_step] if tests_step is not None else None
-    source = tested if step["action"] == "screenshot_validated" else step
+    source = tested if step["action"] == "screenshot_validated" and not step.get("execution") else step
     execution = source.get("execution") if source is not None else None
     logs_hash = execution.get("logs") if execution is not None else None
     logs = await get_resources().store.aget_json(logs_hash) if logs_hash else {}
-    return upstream_feedback(state["requirement"], step, tested, logs, environment)
+    return upstream_feedback(state["requirement"], step, tested, logs, environment, say)

@@ -21,7 +21,7 @@ from webgen_agent.nodes import prompts
 from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
 from webgen_agent.nodes.common import NodeResult, Update, metered_apart, node, node_cost, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
-from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.tools.bolt import parse_reply
@@ -67,7 +67,7 @@ def scaffold_start(context: AgentContext) -> tuple[str | None, str]:
 @node
 async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     rules = runtime.context.rules.profile
-    prompt_set = prompts_for(runtime.context.profile)
+    prompt_set = context_prompts(runtime.context)
     files, note = await asyncio.to_thread(scaffold_start, runtime.context)  # reads and stores the files
     request = prompt_set.first_user(state["requirement"])
     conversation = [

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE
-from webgen_agent.core.state import AgentState, SampledTurn, Step, StepUpdate
+from webgen_agent.core.state import AgentState, Execution, SampledTurn, Step, StepUpdate
 from webgen_agent.core.views import GuiVerdict
 from webgen_agent.nodes.common import (
     WORKSPACE_MARKER,
@@ -35,9 +35,10 @@ from webgen_agent.nodes.gui_testing import (
     verdict_messages,
     write_test_instruction,
 )
-from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.replay import REGRESSION_SCORE, GuiPlan, covered_score, gui_plan, record_passing
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.nodes.site_results import execution_record, log_error_words
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
@@ -78,7 +79,8 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         update["files"], update["steps"] = written.files, [written.patch]
     changed = written.paths if written is not None else None
     served_before = written.served_before if written is not None else None
-    # Restarts a server that died since the edit step; a kept one serves the written files first.
+    # Restarts a server that died since the edit step; a kept one serves the written files first (the
+    # upstream profile installs and starts anew: the step reads its own install output and log).
     served = await site.ensure_running(changed, served_before=served_before)
     # The recorded tests' replay on this edit is the verdict (no agent, no model) unless the files
     # differ from those the replay ran on (a control reply's written since, in rollouts).
@@ -95,9 +97,13 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
     if rules.gui_grade_on_signal_step:
         upstream = await upstream_gui_result(context, instruction, run)
-        result = upstream_update(
-            state, step, target, upstream, await asyncio.to_thread(_run_record, instruction, run), usage
-        )
+        execution = None
+        if rules.fresh_run_each_step:
+            # Read after the agent navigated: what the server printed meanwhile counts, as upstream's log does.
+            execution = execution_record(served)
+            await log_error_words(execution, served, site, None)
+        record = await asyncio.to_thread(_run_record, instruction, run)
+        result = upstream_update(state, step, target, upstream, record, usage, execution)
         steps = [*update.get("steps", []), *result.update.get("steps", [])]
         return NodeResult({**update, **result.update, "steps": steps}, result.message)
     judged = await judged_update(context, state, step, target, served, instruction, run, usage, sampled)
@@ -184,10 +190,18 @@ def _run_record(instruction: str, run: GuiRun) -> str:
 
 
 def upstream_update(
-    state: AgentState, step: Step, target: Step, result: UpstreamGuiResult, run_record: str, usage: Usage
+    state: AgentState,
+    step: Step,
+    target: Step,
+    result: UpstreamGuiResult,
+    run_record: str,
+    usage: Usage,
+    own_run: Execution | None = None,
 ) -> NodeResult:
     """The upstream profile's record of a GUI test: the grade on the signal step (and its edit), errored
-    when the test could not run or be summarised, or the edit's screenshot grade is 2 or less."""
+    when the test could not run or be summarised, its install output or server log holds the word
+    "error" (``own_run``: the GUI step's own run; else the edit's), or the edit's screenshot grade
+    is 2 or less."""
     suggestions = [result.suggestions] if result.suggestions else []
     found: StepUpdate = {
         "index": target["index"],
@@ -196,7 +210,7 @@ def upstream_update(
         "gui_suggestions": suggestions,
         "gui_run": run_record,
     }
-    execution = target.get("execution")
+    execution = own_run if own_run is not None else target.get("execution")
     errored = (
         bool(result.error)
         or result.passed is None
@@ -211,6 +225,8 @@ def upstream_update(
         "errored": errored,
         "tokens": {"gui_tester": usage_record(usage + result.usage)},
     }
+    if own_run is not None:
+        own["execution"] = own_run
     verdict = f"GUI error: {result.error[:80]}" if result.error else f"GUI {result.score}/5"
     update: Update = {
         "steps": [found, own] if step["index"] != target["index"] else [own],
@@ -225,8 +241,8 @@ async def run_agent(
     """The browser-use agent's run against the served site (a run that could not start when it is not served)."""
     resources = get_resources()
     rules = context.rules.profile
-    prompt_set = prompts_for(context.profile)
-    if not served.ok or not served.url:
+    prompt_set = context_prompts(context)
+    if not served.url or not (served.ok or rules.grade_every_capture):
         return GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
     browser = await resources.browser(context)
     prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None

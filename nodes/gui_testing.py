@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from webgen_agent.core.context import AgentContext
+from webgen_agent.core.context import AgentContext, ModelSettings, Role
 from webgen_agent.core.state import AgentState, SampledTurn
 from webgen_agent.core.views import GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import sampled_turns
-from webgen_agent.nodes.profile import prompts_for
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.tools.gui_agent import (
     BROWSER_USE_MODULES,
     GuiAction,
@@ -39,11 +39,20 @@ class WrittenInstruction:
     sampled: dict[str, SampledTurn]
 
 
+def gui_notes_writer(context: AgentContext) -> tuple[ModelSettings, Role]:
+    """The model that writes the GUI test's instruction and summarises its run: the feedback model,
+    or the VLM where the run's environment says so (WebGen-RL's rollouts)."""
+    if context.rules.environment.gui_notes_by_vlm:
+        return context.vlm, "vlm"
+    return context.feedback, "feedback"
+
+
 async def write_test_instruction(context: AgentContext, requirement: str) -> WrittenInstruction:
-    rules = prompts_for(context.profile)
+    rules = context_prompts(context)
     messages = [{"role": "user", "content": rules.test_instruction_user(requirement)}]
-    answer = await ask_structured(context.feedback, "feedback", messages, TestInstruction)
-    sampled = await sampled_turns(context.feedback, {"test_instruction": (answer, messages)})
+    writer, role = gui_notes_writer(context)
+    answer = await ask_structured(writer, role, messages, TestInstruction)
+    sampled = await sampled_turns(writer, {"test_instruction": (answer, messages)})
     if answer.value is None:
         # Still test something useful: the requirement itself is a usable instruction.
         return WrittenInstruction(
@@ -132,9 +141,10 @@ async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiR
     trajectory = upstream_trajectory(run)
     messages = [
         {"role": "system", "content": "You are a helpful agent."},
-        {"role": "user", "content": prompts.upstream_gui_summary_user(instruction, trajectory)},
+        {"role": "user", "content": context_prompts(context).gui_summary_user(instruction, trajectory)},
     ]
-    answer = await ask_structured(context.feedback, "feedback", messages, GuiSummary)
+    writer, role = gui_notes_writer(context)
+    answer = await ask_structured(writer, role, messages, GuiSummary)
     if answer.value is None:
         return UpstreamGuiResult(usage=answer.usage)
     # WebGen-Agent reads the agent's last message whole (its reasoning and its answer), case-sensitive.

@@ -128,6 +128,8 @@ class Resources:
                 install_retries=rules.install_retries,
                 quiet_install=rules.quiet_install,
                 static_sites=rules.static_sites,
+                fresh_each_step=rules.fresh_run_each_step,
+                serve_failures=rules.grade_every_capture,
             )
             self._sites[key] = runner
         return runner

@@ -21,6 +21,7 @@ from webgen_agent.core.state import AgentState, Step, StepUpdate
 from webgen_agent.core.views import ScreenshotDescription, ScreenshotGrade, ScreenshotJudgement
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, current_step, node, sampled_turns, store, usage_record
+from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.models import Message, StructuredAnswer, Usage, ask_structured
 
@@ -141,8 +142,9 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
     context = runtime.context
     vlm, attempts = context.vlm, context.rules.profile.judge_attempts
     environment = context.rules.environment
-    describe = screenshot_only_messages(prompts.UPSTREAM_DESCRIBE_USER, png)
-    grade = screenshot_only_messages(prompts.UPSTREAM_GRADE_USER, png)
+    asked = context_prompts(context)
+    describe = screenshot_only_messages(asked.describe_user, png)
+    grade = screenshot_only_messages(asked.grade_user, png)
     described, graded = await asyncio.gather(
         ask_structured(vlm, "vlm", describe, ScreenshotDescription, attempts=attempts),
         ask_structured(vlm, "vlm", grade, ScreenshotGrade, attempts=attempts),

@@ -212,3 +212,13 @@ def test_help_shows_the_defaults_the_run_takes() -> None:
         assert f"default {fields[name].default}" in _option("run", flag).help, flag
     assert f"default {Settings.model_fields['coder_temperature'].default}" in _option("run", "--temperature").help
     assert "default: on, upstream: off" in _option("run", "--replay-tests").help  # the profiles' rules
+
+
+@pytest.mark.parametrize("command", ["run", "rollout", "bench"])
+def test_prompts_from_reaches_the_run_context(command: str, tmp_path: Path, contexts: list[Any]) -> None:
+    from tests.prompt_tree import write_prompt_tree
+
+    checkout = write_prompt_tree(tmp_path / "WebGen-Agent")
+    result = _invoke(command, tmp_path, ["--profile", "upstream", "--prompts-from", str(checkout), "--no-sandbox"])
+    assert result.exit_code == 0 and len(contexts) == 1, (result.output, result.exception)
+    assert contexts[0].prompts_from == str(checkout)

@@ -127,3 +127,29 @@ def test_the_upstream_coder_prompt_asks_for_a_short_plan_first_with_two_example_
     assert "localStorage" in block and "to-do list" in block  # the first: a to-do list that survives a reload
     assert "API calls fail" in block and "network requests" in block  # the second: debugging failing calls
     assert "plan" not in prompts_for("default").coder_system.lower()  # the project's own prompt has none
+
+
+# ---- who writes the GUI test's notes: the feedback model (agent loop), the VLM (rollouts) -----------
+
+
+async def test_rollouts_have_the_vlm_write_the_gui_instruction_and_summary():
+    """WebGen-RL passes its VLM where the agent loop passes the feedback model: the GUI test
+    instruction (RL generation.py, generate_gui_agent_instruction with config.vlm_model) and the
+    run's summary (RL feedback/execute_for_feedback.py get_feedback_single, model = vlm_model)."""
+    from webgen_agent.nodes.gui_testing import write_test_instruction
+
+    rules = [
+        {"model": "scripted-vlm", "schema": "GuiSummary", "json": {**SUMMARY, "grade": 3}},
+        {"model": "scripted-feedback", "schema": "GuiSummary", "json": SUMMARY},
+        {"model": "scripted-vlm", "schema": "TestInstruction", "json": {"instruction": "Written by the VLM."}},
+        {"model": "scripted-feedback", "schema": "TestInstruction", "json": {"instruction": "Written by feedback."}},
+    ]
+    with ScriptedServer(Scenario.model_validate({"name": "gui-notes", "rules": rules})) as server:
+        run = finished_run("Action: done, no")
+        for environment, grade, written in (
+            ("rollout", 3, "Written by the VLM."),
+            ("inference", 2, "Written by feedback."),
+        ):
+            context = scripted_context(server.base_url, profile="upstream", environment=environment)
+            assert (await upstream_gui_result(context, "Click Add.", run)).score == grade
+            assert (await write_test_instruction(context, "A counter.")).text.startswith(written)

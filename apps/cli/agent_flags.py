@@ -176,6 +176,18 @@ AGENT_FLAGS: dict[str, Flag] = {
         ],
         "default",
     ),
+    "prompts_from": Flag(
+        Annotated[
+            str | None,
+            _agent(
+                "--prompts-from",
+                metavar="PATH",
+                help="With --profile upstream: WebGen-Agent's own prompts, read from your checkout of it (its "
+                "prompt modules parsed as data, never run); a prompt the profile needs that is missing ends the "
+                "command (docs/fidelity.md).",
+            ),
+        ]
+    ),
     "no_sandbox": Flag(Annotated[bool, no_sandbox_option(AGENT_PANEL)], False),
     "allow_host": Flag(Annotated[list[str] | None, allow_host_option(AGENT_PANEL)]),
     "loop": Flag(
@@ -221,6 +233,7 @@ RUN_FLAGS = (
     "top_p",
     "replay_tests",
     "profile",
+    "prompts_from",
     "no_sandbox",
     "allow_host",
     "loop",
@@ -252,6 +265,7 @@ _CONTEXT_FIELDS = (
     "gui_max_actions",
     "replay_tests",
     "profile",
+    "prompts_from",
     "loop",
     "critique_rounds",
     "max_pages",

@@ -62,6 +62,9 @@ class EnvironmentRules:
     # good step (or the requirement) at every later step, and ends at the exception after this many
     # restarts. None: the answer grades 0 and the run goes on.
     restart_limit: int | None
+    # The GUI test's instruction and the summary of its run are written by the VLM (else by the
+    # feedback model).
+    gui_notes_by_vlm: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class ProfileRules:
 
     name: Profile
     prompts: PromptSetName  # the coder's system prompt, first user turn and GUI test request
+    # A run may read the prompts from the user's WebGen-Agent checkout instead (``prompts_from``).
+    checkout_prompts: bool
     replies: ReplyFormat  # how a coder reply is classified
     # A control word ("screenshot validated", "finish") before any website exists is malformed
     # (else it is kept, and a premature signal counts as an errored step).
@@ -80,10 +85,17 @@ class ProfileRules:
     gui_on_threshold: bool  # also run the GUI test when the screenshot grade reaches appearance_threshold
     finish_on_gui_pass: bool  # finish when the GUI test passes on a good-looking page
     gui_test_restarts_site: bool  # a GUI test starts the site again (even after a failed start)
+    # Every step (a GUI test's too) runs `npm install` and starts the site anew, and reads the error
+    # words in that step's own install output and start log (the GUI test's log includes what the
+    # server printed while the agent navigated); else dependencies install only when they changed
+    # and a running server is kept.
+    fresh_run_each_step: bool
     # Two screenshot-only calls (description, then a 0-5 grade) instead of one call that also sees
     # the requirement and the page's text and grades 1-5.
     screenshot_only_judge: bool
-    grade_every_capture: bool  # capture and grade whatever answers at the URL, also an error page
+    # Capture, grade and GUI-test whatever the server serves at its URL: an error page (4xx/5xx),
+    # or a page that does not answer by the start deadline (else such a step has no page).
+    grade_every_capture: bool
     # Errors read from the word "error" in the install and server output (else from exit codes,
     # page errors and blank pages).
     error_words_in_logs: bool

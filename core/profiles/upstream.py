@@ -34,17 +34,20 @@ ROLLOUT_ENVIRONMENT = EnvironmentRules(
     start_log_chars=10_000,
     observation_tokens=5_000,
     restart_limit=None,
+    gui_notes_by_vlm=True,  # RL generation.py (instruction) and execute_for_feedback.py (summary): the VLM
 )
 
 RULES = ProfileRules(
     name="upstream",
     prompts="webgen-agent",
+    checkout_prompts=True,  # its prompts are WebGen-Agent's: a checkout holds the exact texts
     replies="webgen-agent",
     premature_control_is_malformed=False,
     control_steps_carry_grades=True,
     gui_on_threshold=False,
     finish_on_gui_pass=False,
     gui_test_restarts_site=True,
+    fresh_run_each_step=True,  # A agent/webgen_agent.py get_cmds, utils/execute_for_feedback.py: every step
     screenshot_only_judge=True,
     grade_every_capture=True,
     error_words_in_logs=True,

@@ -1,4 +1,8 @@
-"""The upstream profile's prompts: WebGen-Agent's information content, in this project's words."""
+"""The upstream profile's prompts: WebGen-Agent's information content, in this project's words.
+
+A run given ``prompts_from`` sends WebGen-Agent's own texts instead, read from the user's checkout
+(core/prompt_checkout.py; nodes/profile.py ``checkout_set``).
+"""
 
 from __future__ import annotations
 

@@ -27,8 +27,7 @@ async def wait_http(
 ) -> tuple[str | None, Stage, str | None]:
     """Poll every ~100 ms until some candidate URL answers 200-399, the server dies, or the deadline."""
     deadline = time.monotonic() + timeout_s
-    # In its own network namespace the server is reached through the agent's forwarder.
-    own = f"http://127.0.0.1:{server.network.forward(port) if server.network else port}/"
+    own = own_url(server, port)
     bad: tuple[str, int] | None = None
     bad_since: float | None = None
     async with httpx.AsyncClient(verify=False, follow_redirects=False, trust_env=False) as client:
@@ -74,6 +73,11 @@ async def wait_http(
                 log = await asyncio.to_thread(read_tail, server.log_path, lines=400)
                 return None, "http" if bad else "start", explain(headline, log)
             await asyncio.sleep(min(_POLL_S, max(0.0, deadline - now)))
+
+
+def own_url(server: ManagedProcess, port: int) -> str:
+    """The URL of the port the server was given (in its own network namespace: through the agent's forwarder)."""
+    return f"http://127.0.0.1:{server.network.forward(port) if server.network else port}/"
 
 
 def _printed_and_listening(server: ManagedProcess, port: int) -> list[str]:

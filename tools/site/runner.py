@@ -40,7 +40,7 @@ from webgen_agent.tools.site.deps import (
     is_installed,
 )
 from webgen_agent.tools.site.freshness import ServedModule, await_fresh, served_modules
-from webgen_agent.tools.site.http_wait import Stage, answers, wait_http
+from webgen_agent.tools.site.http_wait import Stage, answers, own_url, wait_http
 from webgen_agent.tools.site.project import (
     config_fingerprint,
     free_port,
@@ -50,6 +50,7 @@ from webgen_agent.tools.site.project import (
     start_command,
     start_script,
 )
+from webgen_agent.tools.site.reinstall import install_again
 from webgen_agent.tools.site.shell import run_shell
 
 Kind = Literal["npm", "static"]
@@ -107,14 +108,22 @@ class SiteRunner:
         install_retries: tuple[str, ...] = INSTALL_RETRIES,
         quiet_install: bool = True,
         static_sites: bool = True,
+        fresh_each_step: bool = False,
+        serve_failures: bool = False,
     ) -> None:
         """``install_retries``: the flags a failed install is retried with, in order; ``quiet_install``:
         npm prints errors only (else its warnings too); ``static_sites``: serve a project with an
-        index.html and no package.json (else it fails at the install stage)."""
+        index.html and no package.json (else it fails at the install stage); ``fresh_each_step``:
+        every call runs `npm install` and starts the server anew, so each has its own install output
+        and start log (WebGen-Agent's every step); ``serve_failures``: a server that runs but answers
+        only 4xx/5xx, or not at all by the start deadline, is kept and its URL returned with the
+        failure, for the page to be captured as it is."""
         self.workspace = Path(workspace).resolve()
         self.install_retries = install_retries
         self.quiet_install = quiet_install
         self.static_sites = static_sites
+        self.fresh_each_step = fresh_each_step
+        self.serve_failures = serve_failures
         # On unless switched off: ``None`` means the default settings.
         settings = sandbox if sandbox is not None else SandboxSettings()
         self.sandbox = settings if settings.enabled else None
@@ -257,6 +266,18 @@ class SiteRunner:
                 await self.stop()
                 return ExecutionResult(ok=False, stage="install", kind=kind, error=str(exc))
             install = await self._install_if_needed(package)
+            if self.fresh_each_step and not install.error and (not install.ran or install.cached):
+                await self.stop()  # never reinstall under a running dev server
+                install = await install_again(
+                    ws,
+                    install,
+                    timeout_s=self.install_timeout_s,
+                    log_path=self._log_path("install"),
+                    registry=self.registry,
+                    sandbox=await asyncio.to_thread(self.confinement, "install"),
+                    npm_cache=self.npm_cache,
+                    quiet=self.quiet_install,
+                )
             if install.error:
                 return ExecutionResult(
                     ok=False,
@@ -350,6 +371,8 @@ class SiteRunner:
         server = self._server
         if server is None or not server.alive or self._url is None or kind != self._kind or installed:
             return False
+        if self.fresh_each_step:
+            return False
         if kind == "npm":
             if config != self._config or any(is_config_path(p) for p in changed or ()):
                 return False
@@ -395,6 +418,17 @@ class SiteRunner:
         shown = f"npm run {script[0]}" if kind == "npm" and script else "the static file server"
         url, stage, error = await wait_http(server, port, shown, timeout_s=self.start_timeout_s)
         tail = server.log_tail(40)
+        if url is None and self.serve_failures and server.alive:
+            # Served as it is: what answers there (an error page, or nothing) is captured and graded.
+            self._url = own_url(server, port)
+            return {
+                "ok": False,
+                "stage": stage,
+                "error": error,
+                "log_tail": tail,
+                "url": self._url,
+                "server_pid": server.pid,
+            }
         if url is None:
             await self.stop()
             return {"ok": False, "stage": stage, "error": error, "log_tail": tail}
