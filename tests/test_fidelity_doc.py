@@ -18,9 +18,10 @@ LETTERS = {
     "R": "tests/test_fidelity_rules.py",
     "S": "tests/test_upstream_steps.py",
     "P": "tests/test_prompts_from.py",
+    "U": "tests/test_upstream_pools.py",
 }
 # A letter, a test file or a test name, in the order they appear in a cell or paragraph.
-TOKEN = re.compile(r"\b([FGWRSP]) (?=`test_|\()|`(tests/[\w/]+\.py)`|`(test_\w+)`")
+TOKEN = re.compile(r"\b([FGWRSPU]) (?=`test_|\()|`(tests/[\w/]+\.py)`|`(test_\w+)`")
 MARK = re.compile(r"\| \*\*(exact|partly|differs)\*\*: ")
 
 
