@@ -54,9 +54,12 @@ async def log_error_words(
     execution: Execution, result: ExecutionResult, site: SiteRunner, log_mark: tuple[Path, int] | None
 ) -> None:
     """WebGen-Agent's error signals: the word "error" in npm's output or in the server's log."""
+    # A server that stopped in this step (it exited, or never answered) is gone: its log's last lines
+    # came back with the result.
+    stopped = result.log_tail if site.server is None and result.stage in ("start", "http") else ""
     logs = {
         "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
-        "server": server_log_since(site.server, log_mark),
+        "server": server_log_since(site.server, log_mark) or stopped,
     }
     execution["logs"] = await get_resources().store.aput_json(logs)
     execution["install_error"] = "error" in logs["install"].lower()

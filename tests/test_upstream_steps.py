@@ -31,13 +31,14 @@ FINISH = '<boltAction type="finish"/>'
 PACKAGE = json.dumps({"name": "site", "private": True, "scripts": {"dev": "node server.js"}}, indent=2)
 
 
-def server_js(*, on_start: str = "", delay_s: float = 0, status: int = 200) -> str:
+def server_js(*, on_start: str = "", delay_s: float = 0, status: int = 200, crash: bool = False) -> str:
     """A dev server: index.html for every path, /api/save logs a failure; ``on_start``: a line it
     prints when it starts; ``delay_s``: it answers nothing until that long after its start."""
     return f"""const http = require('http');
 const fs = require('fs');
 const ready = Date.now() + {int(delay_s * 1000)};
 {f"console.log({json.dumps(on_start)});" if on_start else ""}
+{"throw new Error('menu.json is missing');" if crash else ""}
 http.createServer((req, res) => {{
   setTimeout(() => {{
     if (req.url === '/api/save') {{
@@ -72,6 +73,7 @@ NOTES = "Build a notes page with a Save note button."
 WARNS = "Build a page that greets the visitor."
 BROKEN = "Build a menu page for a cafe."
 SLOW = "Build a page about slow food."
+CRASH = "Build a page that lists the opening hours."
 SAVE = (
     "<button id='save' onclick=\"fetch('/api/save').then(()=>document.body.insertAdjacentText('beforeend', "
     "'Saved.'))\">Save note</button>"
@@ -94,6 +96,8 @@ RULES: list[dict[str, Any]] = [
     coder(1, FINISH, BROKEN),
     coder(0, site("Slow food", delay_s=6), SLOW),
     coder(1, FINISH, SLOW),
+    coder(0, site("Hours", crash=True), CRASH),
+    coder(1, FINISH, CRASH),
     {"model": "scripted-vlm", "schema": "ScreenshotGrade", "json": {"analysis": "Plain.", "grade": 4}},
     {
         "model": "scripted-vlm",
@@ -130,6 +134,7 @@ async def runs(tmp_path_factory, chromium_path):
             ("broken", BROKEN, 2, {}),
             # The start deadline passes before the page answers; the capture still waits for its load.
             ("slow", SLOW, 2, {"start_timeout_s": 2.0, "page_timeout_s": 30.0}),
+            ("crash", CRASH, 2, {}),
         ):
             context = scripted_context(
                 server.base_url, profile="upstream", max_steps=steps, chromium=chromium_path, **extra
@@ -137,7 +142,7 @@ async def runs(tmp_path_factory, chromium_path):
             await run_requirement(requirement, context=context, run_id=run_id, out_dir=base / run_id, db_path=db)
         requests = list(server.requests)
     store = BlobStore(db)
-    states = {run_id: await final_state(db, run_id) for run_id in ("notes", "warns", "broken", "slow")}
+    states = {run_id: await final_state(db, run_id) for run_id in ("notes", "warns", "broken", "slow", "crash")}
     return {"states": states, "store": store, "requests": requests}
 
 
@@ -207,3 +212,13 @@ async def test_a_run_given_a_checkout_sends_its_prompts(runs):
     assert (asked["ScreenshotDescription"], asked["ScreenshotGrade"]) == (DESCRIBE, GRADE)
     assert asked["GuiSummary"].startswith("Checkout summary request.\nInstruction: Click Save note.")
     assert feedback_to(store, state, 1).endswith(REMINDERS)
+
+
+async def test_a_server_that_crashes_at_start_reports_its_errors(runs):
+    """The dev server exits with an error before it answers: upstream reads its log, which holds the
+    error, so the coder is told the service reported errors on starting, with the log."""
+    state, store = runs["states"]["crash"], runs["store"]
+    step = state["steps"][0]
+    assert step["execution"]["ok"] is False and step["execution"]["start_error"] is True
+    feedback = feedback_to(store, state, 1)
+    assert UPSTREAM_FEEDBACK["start_failed"] in feedback and "menu.json is missing" in feedback
