@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 
 from webgen_agent.core.profiles.rules import ERRORED_SCORE, Profile
 from webgen_agent.core.rules import RunRules
-from webgen_agent.core.state import AgentState, Event, Step
+from webgen_agent.core.state import AgentState, Event, GovernorCall, Step
 
 # A backtrack target must be a good step: it ran and its screenshot grade is above ERRORED_SCORE
 # (nodes/selection.py's rule).
@@ -112,3 +112,9 @@ def governor_verdict(state: AgentState, limits: GovernorLimits) -> GovernorVerdi
     if not limits.backtrack:
         return GovernorVerdict("stop", f"loop governor: {seen}; stopped early (backtracking is off)")
     return GovernorVerdict("backtrack", f"loop governor: {seen}")
+
+
+def governor_call(state: AgentState, limits: GovernorLimits) -> GovernorCall | None:
+    """``governor_verdict`` as the state carries it (``AgentState.governor``): the critic node's call."""
+    verdict = governor_verdict(state, limits)
+    return {"action": verdict.action, "reason": verdict.reason} if verdict is not None else None

@@ -305,6 +305,15 @@ class OutputState(TypedDict, total=False):
     out_dir: str
 
 
+class GovernorCall(TypedDict):
+    """The loop governor's verdict at the latest critique (core/governor.py), decided once, by the
+    critic node: its router sends the run back on it, and the backtrack node acts on it and records
+    its reason, without asking the governor again."""
+
+    action: Literal["backtrack", "stop"]
+    reason: str
+
+
 class AgentState(TypedDict, total=False):
     requirement: str
     run_id: str
@@ -331,6 +340,7 @@ class AgentState(TypedDict, total=False):
     restarts: int
     requirements: list[RequirementCheck] | None  # the instruction's requirement list (checks, execution-free critic)
     replay_tests: list[ReplayTestRef]  # GUI tests recorded so far, replayed after each edit (replaced as a whole)
+    governor: GovernorCall | None  # why the critic's router sends the run back (None: it does not)
 
 
 class NodeUpdate(TypedDict, total=False):
@@ -361,3 +371,4 @@ class NodeUpdate(TypedDict, total=False):
     restarts: int
     requirements: list[RequirementCheck] | None
     replay_tests: list[ReplayTestRef]
+    governor: GovernorCall | None

@@ -16,7 +16,6 @@ from langgraph.runtime import get_runtime
 from webgen_agent.core.context import AgentContext, LoopName, Profile
 from webgen_agent.core.costs import budget_reached, spent
 from webgen_agent.core.error_count import error_count
-from webgen_agent.core.governor import governor_verdict
 from webgen_agent.core.profiles import EnvironmentName
 from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, conversation_of
@@ -207,7 +206,7 @@ def route_after_critic(
         return "finalize"
     if _restarting(state):  # WebGen-Agent's restart flag is never reset
         return "backtrack"
-    if governor_verdict(state, context) is not None:
+    if state.get("governor") is not None:  # the critic node's call (core/governor.py)
         return "backtrack"  # it goes back to the best step, or records why the run stops
     return "budget" if over_budget(state, context) else "refiner"
 

@@ -14,7 +14,6 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, error_count
-from webgen_agent.core.governor import governor_verdict
 from webgen_agent.core.state import AgentState, ChatRef
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, node, store
@@ -31,20 +30,19 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     rules = runtime.context.rules.profile
     restarting = bool(state.get("restarts", 0)) and count < runtime.context.error_limit
     # Errors first (as the routers check them), then the restart flag; otherwise the loop governor
-    # sent the run here.
-    governor = (
-        governor_verdict(state, runtime.context) if count < runtime.context.error_limit and not restarting else None
-    )
-    if governor is not None and governor.action == "stop":
+    # sent the run here, its verdict and reason carried from the critic node.
+    governor = state.get("governor") if count < runtime.context.error_limit and not restarting else None
+    if governor is not None and governor["action"] == "stop":
         stop: Update = {
-            "events": [{"kind": "stop", "after_step": after, "target_step": None, "reason": governor.reason}]
+            "events": [{"kind": "stop", "after_step": after, "target_step": None, "reason": governor["reason"]}],
+            "governor": None,
         }
         return NodeResult(stop, "stopped by the loop governor")
     why = f"{count} consecutive errored steps"
     if restarting:
         why = "a step raised earlier: every step restarts from the best good step"
     if governor is not None:
-        why = governor.reason
+        why = governor["reason"]
     # The governor's backtrack must move: a step with the files the run has now changes nothing.
     away_from = state.get("files") if governor is not None else None
     target = best_good_step(state["steps"], rules.selection, away_from=away_from)
@@ -55,6 +53,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
             "edit_step": None,
             "consecutive_errors": count_after(state, "backtrack"),
             "feedback": None,
+            "governor": None,
             "events": [
                 {
                     "kind": "restart",
@@ -91,6 +90,7 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
         "edit_step": target["index"] if target["action"] == "edit" else target["tests_step"],
         "consecutive_errors": count_after(state, "backtrack"),
         "feedback": feedback,
+        "governor": None,
         "events": [
             {
                 "kind": "backtrack",

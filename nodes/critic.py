@@ -11,6 +11,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.governor import governor_call
 from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
@@ -49,4 +50,6 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResul
         text = template_feedback(state["requirement"], results, focus)
     feedback = await store().aput_text(text)
     patch["feedback"] = feedback
-    return NodeResult({"feedback": feedback, "steps": [patch]}, focus)
+    # Decided here, once: the router sends the run back on it and the backtrack node records its reason.
+    governor = governor_call(state, runtime.context)
+    return NodeResult({"feedback": feedback, "steps": [patch], "governor": governor}, focus)

@@ -22,7 +22,7 @@ from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.history import final_state
 from webgen_agent.core.context import AgentContext, ModelSettings
-from webgen_agent.core.governor import governor_verdict
+from webgen_agent.core.governor import governor_call, governor_verdict
 from webgen_agent.graph.api import run_requirement
 from webgen_agent.graph.routers import route_after_backtrack, route_after_critic
 
@@ -32,6 +32,11 @@ REQUIREMENT = "A notes page that shows the user's notes."
 def ctx(**overrides: object) -> AgentContext:
     role = ModelSettings(model="m", base_url="http://x/v1")
     return AgentContext(coder=role, vlm=role, feedback=role, **overrides)  # type: ignore[arg-type]
+
+
+def _criticised(state: dict, context: AgentContext) -> str:
+    """Where the critic's router sends a run the critic node left (it records the governor's call)."""
+    return route_after_critic({**state, "governor": governor_call(state, context)}, context)
 
 
 def step(index: int, files: str | None, *, shot: int = 3, gui: int = 0, errored: bool = False, action: str = "edit"):
@@ -55,14 +60,14 @@ def test_a_revisited_file_tree_goes_back_once_then_stops() -> None:
     verdict = governor_verdict(circling, ctx())
     assert verdict is not None and verdict.action == "backtrack"
     assert verdict.reason == "loop governor: step 2 has the same files as step 0"
-    assert route_after_critic(circling, ctx()) == "backtrack"
+    assert _criticised(circling, ctx()) == "backtrack"
     went_back = [{"kind": "backtrack", "after_step": 2, "target_step": 1, "reason": verdict.reason}]
     assert governor_verdict(state(*circling["steps"], events=went_back), ctx()) is None  # nothing new yet
     again = state(*circling["steps"], step(3, "b"), events=went_back)
     verdict = governor_verdict(again, ctx())
     assert verdict is not None and verdict.action == "stop"
     assert verdict.reason.startswith("loop governor: step 3 has the same files as step 1, after going back once")
-    assert route_after_critic(again, ctx()) == "backtrack"  # the backtrack node records the stop
+    assert _criticised(again, ctx()) == "backtrack"  # the backtrack node records the stop
     stopped = {**again, "events": [*went_back, {"kind": "stop", "after_step": 3, "reason": verdict.reason}]}
     assert route_after_backtrack(stopped, ctx()) == "finalize"
 
@@ -97,7 +102,7 @@ def test_the_upstream_profile_and_stall_steps_0_turn_it_off() -> None:
     circling = state(step(0, "a"), step(1, "b"), step(2, "a"))
     assert governor_verdict(circling, ctx(profile="upstream")) is None
     assert governor_verdict(circling, ctx(stall_steps=0)) is None
-    assert route_after_critic(circling, ctx(profile="upstream")) == "refiner"
+    assert _criticised(circling, ctx(profile="upstream")) == "refiner"
     # Without backtracking the governor stops at once.
     verdict = governor_verdict(circling, ctx(backtrack=False))
     assert verdict is not None and verdict.action == "stop" and "backtracking is off" in verdict.reason

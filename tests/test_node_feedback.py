@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from webgen_agent.graph.routers import route_after_critic
 from webgen_agent.nodes.backtrack import backtrack
 from webgen_agent.nodes.budget import budget
 from webgen_agent.nodes.code_critic import code_critic
@@ -147,6 +148,32 @@ async def test_upstream_backtrack_goes_on_from_the_steps_own_feedback(node_harne
     state = failed_run(node_harness, good_score=4)
     run = await node_harness.run(backtrack, state, profile="upstream")
     assert node_harness.store.get_text(run.update["feedback"]) == "kept feedback"
+
+
+async def test_the_critic_records_the_governors_call_and_backtrack_acts_on_its_reason(node_harness):
+    """The route's reason travels with it: the critic node asks the loop governor once and carries its
+    verdict in the state; the router follows it and the backtrack node records it as it was decided."""
+    state = failed_run(node_harness, good_score=4)  # five steps without a better score than step 0
+    criticised = await node_harness.run(critic, state, error_limit=10)
+    call = criticised.update["governor"]
+    assert call == {"action": "backtrack", "reason": "loop governor: no better score in the 5 steps since step 0"}
+    assert (
+        route_after_critic(criticised.state, node_harness.context("http://127.0.0.1:9/v1", error_limit=10))
+        == "backtrack"
+    )
+    # The backtrack node takes the carried call (here one the governor would not make on this
+    # state: it is not asked again), records its reason, and clears it.
+    carried = {**state, "governor": {"action": "backtrack", "reason": "loop governor: as the critic decided"}}
+    run = await node_harness.run(backtrack, carried, error_limit=10)
+    (event,) = run.update["events"]
+    assert event["kind"] == "backtrack" and event["reason"] == "loop governor: as the critic decided"
+    assert run.update["governor"] is None
+    stop = {**state, "governor": {"action": "stop", "reason": "loop governor: stop as decided"}}
+    stopped = await node_harness.run(backtrack, stop, error_limit=10)
+    assert stopped.update["events"] == [
+        {"kind": "stop", "after_step": 5, "target_step": None, "reason": "loop governor: stop as decided"}
+    ]
+    assert stopped.message == "stopped by the loop governor"
 
 
 async def test_with_no_good_step_backtrack_restarts_from_the_requirement(node_harness):
