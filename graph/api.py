@@ -353,7 +353,8 @@ async def fork_run(
     The new run continues with a Refiner turn answering step ``step``'s feedback (plus ``note``).
     """
     from webgen_agent.checkpoints.history import saved_states, step_checkpoints
-    from webgen_agent.nodes.feedback import results_text, template_feedback
+    from webgen_agent.nodes.feedback import step_feedback
+    from webgen_agent.nodes.profile import context_prompts
 
     runs = await asyncio.to_thread(RunIndex, db_path)
     original = await runs.aget(run_id)
@@ -377,9 +378,10 @@ async def fork_run(
         tested = values["steps"][values["edit_step"]] if values.get("edit_step") is not None else None
         if values.get("feedback"):
             feedback = await blobs.aget_text(values["feedback"])
-        else:  # the step ended the run (finish, passed test): describe it as the critic would
-            results, focus = results_text(forked_step, tested if forked_step["action"] != "edit" else None)
-            feedback = template_feedback(values["requirement"], results, focus)
+        else:  # the step ended the run (finish, passed test): described as the run's critic would
+            concerned = tested if forked_step["action"] != "edit" else None
+            say = context_prompts(context).feedback
+            feedback = await step_feedback(values, forked_step, concerned, context.rules, say)  # type: ignore[arg-type]
         if note.strip():
             feedback = f"{feedback}\n\nNote from the user: {note.strip()}"
         values.update(

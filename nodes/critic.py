@@ -16,7 +16,7 @@ from webgen_agent.core.state import AgentState, StepUpdate
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, current_step, edit_step, node, sampled_turn, store, usage_record
-from webgen_agent.nodes.feedback import format_critique, results_text, template_feedback, upstream_step_feedback
+from webgen_agent.nodes.feedback import results_text, step_feedback
 from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.tools.models import ask_structured
 
@@ -25,29 +25,24 @@ from webgen_agent.tools.models import ask_structured
 async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     step = current_step(state)
     tested = edit_step(state) if step["action"] == "screenshot_validated" else None
-    results, focus = results_text(step, tested)
     patch: StepUpdate = {"index": step["index"]}
+    critique: Critique | None = None
     if runtime.context.critic == "llm" and step["action"] != "malformed":
+        results, _ = results_text(step, tested)
         messages = [{"role": "user", "content": prompts.critic_llm_user(state["requirement"], results)}]
         answer = await ask_structured(runtime.context.feedback, "feedback", messages, Critique)
         patch["tokens"] = {"critic": usage_record(answer.usage)}
         if answer.value is not None:
-            patch["critique"] = await store().aput_json(answer.value.model_dump())
+            critique = answer.value
+            patch["critique"] = await store().aput_json(critique.model_dump())
             # Exported with the critique as training data: the messages, the text and its logprobs as sampled.
             turn = await sampled_turn(answer, messages)
             patch["critic_prompt"], patch["critic_completion"] = turn["prompt"], turn["completion"]
             if turn["logprobs"] is not None:
                 patch["critic_logprobs"] = turn["logprobs"]
-            results = f"{results}\n\n{format_critique(answer.value)}"
-            focus = "Follow the repair plan."
-    if not runtime.context.rules.profile.feedback_with_grades:
-        text = await upstream_step_feedback(
-            state, step, runtime.context.rules.environment, context_prompts(runtime.context).feedback
-        )
-        if patch.get("critique"):
-            text = f"{text}\n\n{format_critique(Critique.model_validate(await store().aget_json(patch['critique'] or '')))}"
-    else:
-        text = template_feedback(state["requirement"], results, focus)
+    say = context_prompts(runtime.context).feedback
+    text = await step_feedback(state, step, tested, runtime.context.rules, say, critique)
+    focus = "Follow the repair plan." if critique is not None else results_text(step, tested)[1]
     feedback = await store().aput_text(text)
     patch["feedback"] = feedback
     # Decided here, once: the router sends the run back on it and the backtrack node records its reason.

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webgen_agent.core.profiles import EnvironmentRules
+from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
@@ -193,3 +194,27 @@ async def upstream_step_feedback(
     logs_hash = execution.get("logs") if execution is not None else None
     logs = await get_resources().store.aget_json(logs_hash) if logs_hash else {}
     return upstream_feedback(state["requirement"], step, tested, logs, environment, say)
+
+
+async def step_feedback(
+    state: AgentState,
+    step: Step,
+    tested: Step | None,
+    rules: RunRules,
+    say: Mapping[str, str],
+    critique: Critique | None = None,
+) -> str:
+    """The coder's feedback on ``step`` (and the edit step ``tested`` it concerns), as the run's rules
+    word it: WebGen-Agent's, without grades, under a profile whose feedback shows none (upstream);
+    else this project's results with their grades. An llm ``critique`` is appended (its repair plan
+    then comes first); ``say``: the run's upstream feedback wording (``context_prompts(context).feedback``).
+    The critic node and a fork (graph/api.py) both build feedback here."""
+    if not rules.profile.feedback_with_grades:
+        # A step that ended the run (a finish) is described by the edit it concerns, as after that edit.
+        ended = tested is not None and step["action"] not in ("edit", "screenshot_validated")
+        text = await upstream_step_feedback(state, tested if ended and tested else step, rules.environment, say)
+        return f"{text}\n\n{format_critique(critique)}" if critique is not None else text
+    results, focus = results_text(step, tested)
+    if critique is not None:
+        results, focus = f"{results}\n\n{format_critique(critique)}", "Follow the repair plan."
+    return template_feedback(state["requirement"], results, focus)
