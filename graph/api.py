@@ -119,6 +119,23 @@ async def _drive(graph_input: InputState | None, *, on_progress: ProgressCallbac
         return await _drive_run(graph_input, on_progress=on_progress, **how)
 
 
+async def _run_warnings(context: AgentContext) -> list[str]:
+    """What this host cannot confine or cap for the run (shown as it starts and kept in run.json); an
+    unusable sandbox ends the run here, before anything is recorded (it would stop at its first install)."""
+    warnings: list[str] = []
+    browser_warning = await asyncio.to_thread(browser_unconfined_warning)
+    if browser_warning is not None:
+        warnings.append(browser_warning)
+    if context.sandbox.enabled:
+        await asyncio.to_thread(require_sandbox)
+        warnings += await asyncio.to_thread(limit_warnings, context.sandbox)  # what this host cannot cap
+        if shared := await asyncio.to_thread(shared_network_warning, context.sandbox):
+            warnings.append(shared)
+    else:
+        warnings.append(UNCONFINED_WARNING)
+    return warnings
+
+
 async def _drive_run(
     graph_input: InputState | None,
     *,
@@ -129,17 +146,7 @@ async def _drive_run(
     reviewer: Reviewer | None = None,
     answer: ReviewDecision | None = None,
 ) -> RunResult:
-    warnings: list[str] = []
-    browser_warning = await asyncio.to_thread(browser_unconfined_warning)
-    if browser_warning is not None:
-        warnings.append(browser_warning)
-    if context.sandbox.enabled:
-        await asyncio.to_thread(require_sandbox)  # before anything is recorded: the run would stop at its first install
-        warnings += await asyncio.to_thread(limit_warnings, context.sandbox)  # what this host cannot cap
-        if shared := await asyncio.to_thread(shared_network_warning, context.sandbox):
-            warnings.append(shared)
-    else:
-        warnings.append(UNCONFINED_WARNING)
+    warnings = await _run_warnings(context)
     for warning in warnings:
         if on_progress is not None:
             on_progress(ProgressEvent(node="run", warning=warning).model_dump())

@@ -196,7 +196,6 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr)
     per_epoch = math.ceil(len(examples) / (config.batch_size * config.grad_accum))
     total = per_epoch * config.epochs if config.max_steps is None else min(config.max_steps, per_epoch * config.epochs)
-    eps_high = config.clip_eps_high or config.clip_eps
     history: list[StepFigures] = []
     rng = random.Random(config.seed)
     with _progress(console) as progress:
@@ -210,27 +209,7 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
                 for chunk in micro_batches
             ]
             step_tokens = sum(b.tokens for b in batches)
-            loss_sum = ratio_sum = clipped = kl_sum = 0.0
-            for batch in batches:
-                logprobs = batch.logprobs(model)
-                old = torch.where(batch.has_old, batch.old, logprobs.detach())
-                ref = _reference_logprobs(batch, model, reference, config) if config.kl_coef else None
-                parts = policy_loss(
-                    logprobs,
-                    old,
-                    batch.advantages,
-                    batch.mask,
-                    eps_low=config.clip_eps,
-                    eps_high=eps_high,
-                    total_tokens=step_tokens,
-                    ref_logprobs=ref,
-                    kl_coef=config.kl_coef,
-                )
-                parts.loss.backward()
-                loss_sum += float(parts.loss.detach())
-                ratio_sum += parts.ratio_sum
-                clipped += parts.clipped
-                kl_sum += parts.kl_sum
+            loss_sum, ratio_sum, clipped, kl_sum = _backward(batches, model, reference, config, step_tokens)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             epoch = index // per_epoch + 1
@@ -269,6 +248,35 @@ def train(config: TrainConfig, *, console: Console | None = None) -> TrainReport
         json.dumps({"config": json.loads(config.model_dump_json()), "report": report.model_dump()}, indent=1)
     )
     return report
+
+
+def _backward(
+    batches: list[Batch], model: Any, reference: Any, config: TrainConfig, step_tokens: int
+) -> tuple[float, float, float, float]:
+    """One optimizer step's gradients, accumulated over its micro-batches (the loss normalised by the
+    step's tokens); its loss, and the ratio, clipped-token and KL sums."""
+    loss_sum = ratio_sum = clipped = kl_sum = 0.0
+    for batch in batches:
+        logprobs = batch.logprobs(model)
+        old = torch.where(batch.has_old, batch.old, logprobs.detach())
+        ref = _reference_logprobs(batch, model, reference, config) if config.kl_coef else None
+        parts = policy_loss(
+            logprobs,
+            old,
+            batch.advantages,
+            batch.mask,
+            eps_low=config.clip_eps,
+            eps_high=config.clip_eps_high or config.clip_eps,
+            total_tokens=step_tokens,
+            ref_logprobs=ref,
+            kl_coef=config.kl_coef,
+        )
+        parts.loss.backward()
+        loss_sum += float(parts.loss.detach())
+        ratio_sum += parts.ratio_sum
+        clipped += parts.clipped
+        kl_sum += parts.kl_sum
+    return loss_sum, ratio_sum, clipped, kl_sum
 
 
 def _with_reward_switch(
