@@ -9,6 +9,7 @@ model, browser or run; about 3 s in all.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import re
@@ -123,6 +124,16 @@ def _recorded_run(db: Path, status: str) -> None:
     settings = {"max_steps": 20, "error_limit": 5, "stall_steps": 5, "critic": "template", "profile": "default"}
     index.start(RunRecord(run_id="base", requirement="A page", out_dir=str(db.parent), settings=json.dumps(settings)))
     index.update("base", status=status)
+    asyncio.run(_checkpoint_at_step(db, 1))  # fork --step 1 needs the step's checkpoint
+
+
+async def _checkpoint_at_step(db: Path, step: int) -> None:
+    from tests.helpers import checkpoint_of
+    from webgen_agent.checkpoints.saver import open_checkpointer
+
+    config = {"configurable": {"thread_id": "base", "checkpoint_ns": ""}}
+    async with open_checkpointer(db, record_runs=False) as saver:
+        await saver.aput(config, checkpoint_of({"current": step}), {"source": "loop", "step": step, "parents": {}}, {})
 
 
 def _invoke(command: str, tmp_path: Path, flags: list[str]) -> Any:
