@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -65,8 +66,21 @@ class CommandApp(typer.Typer):
         return super().command(name, cls=cls or Command, **kwargs)
 
 
-# Logs and CI have no terminal: use a readable width there instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+def _width() -> int | None:
+    """The output's width: the terminal's or ``COLUMNS`` (rich reads both: None); piped, the width of
+    the terminal the command was typed in; with no terminal at all (logs, CI) 160 columns rather than
+    rich's 80."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    for stream in (sys.stderr, sys.stdin):
+        try:
+            return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            continue
+    return 160
+
+
+console = Console(width=_width())
 
 
 errors = Console(stderr=True)

@@ -33,8 +33,7 @@ def history(
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """One row per step (scores, errored, checkpoint id, parent, time, tokens, cost) and the backtracks."""
-    from rich.table import Table
-
+    from webgen_agent.apps.cli.tables import fitted_table
     from webgen_agent.checkpoints.outputs import event_line
     from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.money import add_costs, usd_text
@@ -49,24 +48,8 @@ def history(
     title = f"run {run_id} ({record.status})"
     if record and record.parent_run:
         title += f", forked from {record.parent_run} at step {record.fork_step}"
-    table = Table(title=title)
-    for column in (
-        "step",
-        "role",
-        "action",
-        "parent",
-        "screenshot",
-        "gui",
-        "replay",
-        "errored",
-        "checkpoint",
-        "seconds",
-        "tokens",
-        "cost",
-    ):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
+    cells = [
+        [
             str(row.index),
             row.role,
             row.action,
@@ -79,7 +62,18 @@ def history(
             f"{row.wall_seconds:.1f}",
             str(row.total_tokens),
             usd_text(row.cost_usd),
-        )
+        ]
+        for row in rows
+    ]
+    columns = ("step", "role", "action", "parent", "screenshot", "gui", "replay", "errored", "checkpoint")
+    table = fitted_table(
+        title,
+        (*columns, "seconds", "tokens", "cost"),
+        cells,
+        width=console.width,
+        ids=("checkpoint",),
+        drop_first=("replay", "parent", "seconds", "tokens", "role", "errored", "cost", "action"),
+    )
     console.print(table)
     for row in rows:
         if row.judge_error:  # a grade of 0 that says nothing about the page

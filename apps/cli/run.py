@@ -259,8 +259,7 @@ def runs(
     db: Annotated[str | None, db_option()] = None,
 ) -> None:
     """List the runs in the database with status, requirement and best scores."""
-    from rich.table import Table
-
+    from webgen_agent.apps.cli.tables import fitted_table
     from webgen_agent.checkpoints.runs import RunIndex
     from webgen_agent.core.money import usd_text
 
@@ -271,22 +270,8 @@ def runs(
             row = {name: value for name, value in record.row().items() if name != "settings"}
             sys.stdout.write(json.dumps(row, separators=(",", ":")) + "\n")
         return
-    table = Table(title=f"runs in {database}")
-    for column in (
-        "run id",
-        "status",
-        "steps",
-        "chosen",
-        "screenshot",
-        "gui",
-        "tokens",
-        "cost",
-        "group",
-        "requirement",
-    ):
-        table.add_column(column)
-    for r in records:
-        table.add_row(
+    rows = [
+        [
             r.run_id,
             r.status,
             str(r.steps),
@@ -297,5 +282,16 @@ def runs(
             usd_text(r.cost_usd),
             r.group_id,
             r.requirement[:60],
-        )
+        ]
+        for r in records
+    ]
+    columns = ("run id", "status", "steps", "chosen", "screenshot", "gui", "tokens", "cost", "group", "requirement")
+    table = fitted_table(
+        f"runs in {database}",
+        columns,
+        rows,
+        width=console.width,
+        ids=("run id",),
+        drop_first=("group", "chosen", "tokens", "steps", "screenshot", "gui", "cost", "requirement"),
+    )
     console.print(table)
