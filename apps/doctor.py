@@ -18,7 +18,7 @@ from webgen_agent.apps.probes import endpoint_checks
 from webgen_agent.checkpoints.database import Database
 from webgen_agent.core.context import AgentContext, find_chromium
 from webgen_agent.tools.limits import limit_warnings
-from webgen_agent.tools.sandbox import sandbox_problem
+from webgen_agent.tools.sandbox import sandbox_fix, sandbox_problem
 from webgen_agent.tools.site.registry import npm_registry, registry_problem
 
 
@@ -64,7 +64,7 @@ def tool_checks(context: AgentContext) -> list[Check]:
                 name="sandbox",
                 ok=False,
                 detail=problem,
-                fix="install bubblewrap (scripts/setup.sh does) or pass --no-sandbox",
+                fix=f"{sandbox_fix(problem)} or pass --no-sandbox",
             )
         )
         checks.append(_limits_check(context))

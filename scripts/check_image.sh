@@ -1,25 +1,60 @@
 #!/usr/bin/env bash
-# The server image (docs/deployment.md). With a docker daemon: build it with `langgraph build` and
-# check that Chromium, Node/npm, bubblewrap and the project are in it. Without one: generate the
-# Dockerfile `langgraph build` would use and check that it installs them (what can be checked here).
+# The server image (Dockerfile, docs/deploy.md). With a docker daemon: build it and check it runs as
+# it should. Without one: check the recipe (what can be checked here). PYTHON_IMAGE: another base.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LANGGRAPH="${LANGGRAPH:-.venv/bin/langgraph}"
 TAG="${TAG:-webgen-agent-server}"
-if docker info >/dev/null 2>&1; then
-  "$LANGGRAPH" build -t "$TAG"
-  docker run --rm --entrypoint sh "$TAG" -c \
-    'chromium --version && node --version && npm --version && bwrap --version &&
-     python -c "import webgen_agent.graph.studio; print(\"webgen_agent ok\")"'
-  echo "image $TAG built and checked"
-else
-  generated="$(mktemp)"
-  trap 'rm -f "$generated"' EXIT
-  "$LANGGRAPH" dockerfile "$generated" >/dev/null
-  for package in chromium nodejs npm bubblewrap; do
-    grep -Eq "apt-get install .*\b${package}\b" "$generated" || { echo "the image lacks $package"; exit 1; }
-  done
-  grep -q "ENV WEBGEN_CHROMIUM=/usr/bin/chromium" "$generated" || { echo "WEBGEN_CHROMIUM not set"; exit 1; }
-  grep -q '^ADD \. ' "$generated" || { echo "the project is not added"; exit 1; }
-  echo "no docker daemon: checked the Dockerfile langgraph build generates (Chromium, Node/npm, bubblewrap, the project)"
+# What the sandbox needs from the runtime (docs/deploy.md): the seccomp profile, and /proc unmasked.
+SANDBOX_OPTS=(--security-opt "seccomp=$PWD/deploy/seccomp-userns.json" --security-opt systempaths=unconfined)
+fail() { echo "check_image: $*" >&2; exit 1; }
+
+if command -v hadolint >/dev/null 2>&1; then
+  hadolint --failure-threshold warning --ignore DL3008 Dockerfile || fail "hadolint found problems in the Dockerfile"
 fi
+python3 - <<'EOF' || fail "the recipe lacks something (above)"
+import json, re, sys
+dockerfile = open("Dockerfile").read()
+problems = []
+user = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
+if not user or user[-1] in ("0", "root"):
+    problems.append("the image does not end as a non-root user")
+for package in ("chromium", "nodejs", "npm", "bubblewrap", "util-linux", "libseccomp2"):
+    if not re.search(rf"apt-get install[^\n]*(\\\n[^\n]*)*\b{package}\b", dockerfile):
+        problems.append(f"the image lacks {package}")
+if "webgen-agent demo --prepare" not in dockerfile:
+    problems.append("the demo's packages are not cached in the image")
+if not re.search(r'^VOLUME \["/data"\]', dockerfile, re.M) or "WEBGEN_DB=/data/" not in dockerfile:
+    problems.append("the run database is not on the /data volume")
+profile = json.load(open("deploy/seccomp-userns.json"))
+denied = {name for rule in profile["syscalls"] if rule["action"] != "SCMP_ACT_ALLOW" for name in rule["names"]}
+needed = {"unshare", "clone", "clone3", "setns", "mount", "umount2", "pivot_root", "sethostname"}
+if profile["defaultAction"] != "SCMP_ACT_ALLOW" or denied & needed:
+    problems.append(f"the seccomp profile refuses what bubblewrap needs: {sorted(denied & needed)}")
+compose = open("compose.yaml").read()
+if "image: postgres" not in compose or "seccomp=./deploy/seccomp-userns.json" not in compose or "systempaths=unconfined" not in compose:
+    problems.append("compose.yaml lacks PostgreSQL, the seccomp profile or the unmasked /proc")
+print("\n".join(problems), file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+
+if ! docker info >/dev/null 2>&1; then
+  echo "no docker daemon: checked the recipe (non-root user, Chromium, Node/npm, bubblewrap, the cached demo, /data, the seccomp profile, compose)"
+  exit 0
+fi
+docker build --network host ${PYTHON_IMAGE:+--build-arg "PYTHON_IMAGE=$PYTHON_IMAGE"} -t "$TAG" .
+in_image() { docker run --rm --network none "$@"; }
+[ "$(in_image "$TAG" id -u)" != 0 ] || fail "the image runs as root"
+in_image "$TAG" sh -c 'chromium --version && node --version && npm --version && bwrap --version' \
+  || fail "Chromium, Node.js, npm or bubblewrap does not run in the image"
+[ -n "$(in_image "$TAG" ls /opt/webgen/deps-cache)" ] || fail "the demo's packages are not in the image"
+sandbox='from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or "sandbox ok")'
+[ "$(in_image "${SANDBOX_OPTS[@]}" "$TAG" python -c "$sandbox")" = "sandbox ok" ] \
+  || fail "the sandbox does not start under deploy/seccomp-userns.json"
+# Docker's default profile refuses user namespaces: a run must refuse in one line naming --no-sandbox.
+refused=$(in_image "$TAG" webgen-agent run "A page" --model m --base-url http://127.0.0.1:9/v1 2>&1) && fail "a run started without the sandbox"
+[ "$(echo "$refused" | wc -l)" -eq 1 ] && echo "$refused" | grep -q -- "--no-sandbox" \
+  || fail "a run without the sandbox did not refuse in one line: $refused"
+# The whole offline demo in the container, no network at all: the cached packages, the sandbox.
+in_image "${SANDBOX_OPTS[@]}" "$TAG" webgen-agent demo --out /data/demo | tail -3 \
+  || fail "the demo failed in the container"
+echo "image $TAG built and checked (non-root, tools, cached demo, sandbox under the profile, refusal without it, the demo offline)"

@@ -1,28 +1,57 @@
-"""The server image (docs/deployment.md): built and checked where docker runs, else the Dockerfile
-``langgraph build`` would use is checked (scripts/check_image.sh); the build context leaves out the
-virtualenvs, run databases, run folders and node_modules."""
+"""The server image (Dockerfile, docs/deploy.md): built and checked where docker runs, else the recipe
+is checked (scripts/check_image.sh: a non-root user; Chromium, Node/npm and bubblewrap; the demo's
+packages cached; runs and the database on /data; a seccomp profile that lets bubblewrap make its
+namespaces; compose with PostgreSQL); the build context leaves out the virtualenvs, run databases,
+run folders and node_modules."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+RECIPE = ("Dockerfile", "compose.yaml", "deploy", "scripts")
 
 
-def test_the_image_installs_chromium_node_bubblewrap_and_the_project() -> None:
-    langgraph = Path(sys.executable).with_name("langgraph")
-    done = subprocess.run(
-        ["bash", str(REPO / "scripts" / "check_image.sh")],
+def _check_image(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    passed = {key: os.environ[key] for key in ("DOCKER_HOST", "PYTHON_IMAGE") if key in os.environ}
+    return subprocess.run(
+        ["bash", str(folder / "scripts" / "check_image.sh")],
         capture_output=True,
         text=True,
-        timeout=1800,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "LANGGRAPH": str(langgraph)},
+        timeout=3600,
+        env={"PATH": "/usr/bin:/bin:/usr/local/bin", **passed, **env},
     )
+
+
+def test_the_image_recipe_holds_what_a_deployment_needs() -> None:
+    done = _check_image(REPO)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_recipe_running_as_root_or_refusing_namespaces_is_caught(tmp_path: Path) -> None:
+    for name in RECIPE:
+        source = REPO / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("USER 10001", "USER root"))
+    profile = tmp_path / "deploy" / "seccomp-userns.json"
+    profile.write_text(profile.read_text().replace('"acct",', '"acct", "unshare",'))
+    done = _check_image(tmp_path, DOCKER_HOST="unix:///nonexistent")
+    assert done.returncode == 1
+    assert "non-root" in done.stderr and "unshare" in done.stderr
 
 
 def test_the_build_context_leaves_out_local_state() -> None:
     ignored = set((REPO / ".dockerignore").read_text().split())
     assert {".venv", ".venv-*", ".webgen", "webgen-runs", "**/node_modules", ".git"} <= ignored
+
+
+def test_a_sandbox_refused_namespaces_points_at_the_deployment_page_not_an_install() -> None:
+    from webgen_agent.tools.sandbox import sandbox_fix
+
+    refused = "bwrap cannot create its namespaces here (bwrap: No permissions to create new namespace)"
+    assert "docs/deploy.md" in sandbox_fix(refused) and "install" not in sandbox_fix(refused)
+    assert "install bubblewrap" in sandbox_fix("bubblewrap (bwrap) is not installed")

@@ -147,9 +147,17 @@ def require_sandbox() -> None:
     problem = sandbox_problem()
     if problem is not None:
         raise SandboxUnavailable(
-            f"The sandbox for generated code cannot start: {problem}. Install bubblewrap "
-            "(scripts/setup.sh does) or pass --no-sandbox to run generated code unconfined."
+            f"The sandbox for generated code cannot start: {problem}. Fix: {sandbox_fix(problem)}, "
+            "or pass --no-sandbox to run generated code unconfined."
         )
+
+
+def sandbox_fix(problem: str) -> str:
+    """What makes the sandbox work, for ``problem`` (from ``sandbox_problem``)."""
+    if problem.startswith("bwrap cannot create its namespaces"):
+        # Installed but refused: user namespaces off in the kernel, or a container's runtime.
+        return "allow unprivileged user namespaces (in a container: docs/deploy.md says how)"
+    return "install bubblewrap (scripts/setup.sh does)"
 
 
 @functools.cache
