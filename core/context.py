@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.errors import ConfigError
 from webgen_agent.core.loops import LoopName
-from webgen_agent.core.names import DEFAULT_DB, RUN_DEFAULTS, CriticMode
+from webgen_agent.core.names import DEFAULT_DB, DOTENV, RUN_DEFAULTS, CriticMode
 from webgen_agent.core.price_table import listed_price
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
 from webgen_agent.core.prompt_checkout import read_checkout
@@ -380,7 +380,11 @@ def find_chromium(explicit: str = "") -> str:
 class Settings(BaseSettings):
     """Environment + explicit overrides; ``to_context()`` checks completeness."""
 
-    model_config = SettingsConfigDict(env_prefix="WEBGEN_", extra="ignore", populate_by_name=True)
+    # The variables may also stand in a .env file in the working folder (the environment beats it;
+    # langgraph.json points Studio at the same file).
+    model_config = SettingsConfigDict(
+        env_prefix="WEBGEN_", extra="ignore", populate_by_name=True, env_file=DOTENV, env_file_encoding="utf-8"
+    )
 
     base_url: str = Field(default="", validation_alias=AliasChoices("base_url", "OPENAI_BASE_URL"))
     api_key: ApiKey = Field(default=SecretStr(""), validation_alias=AliasChoices("api_key", "OPENAI_API_KEY"))

@@ -14,6 +14,8 @@ from webgen_agent.core.loops.rules import LoopName
 CriticMode = Literal["template", "llm"]
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
+# The settings file in the working folder (read by the settings model, and by Studio via langgraph.json).
+DOTENV = ".env"
 
 
 # Defaults of a run's settings: ``AgentContext``'s fields (and ``Settings.coder_temperature``) take
@@ -39,4 +41,8 @@ def database_from_environment() -> str:
     """``WEBGEN_DB`` (any case, as the settings model reads it), else the default file: the run
     database a command reads when no ``--db`` is given, known without importing the settings model."""
     given = {name.upper(): value for name, value in os.environ.items()}
-    return given.get("WEBGEN_DB", str(DEFAULT_DB))
+    if "WEBGEN_DB" not in given and Path(DOTENV).is_file():
+        from dotenv import dotenv_values  # python-dotenv, pydantic-settings' own reader of .env
+
+        given = {name.upper(): value or "" for name, value in dotenv_values(DOTENV).items()}
+    return given.get("WEBGEN_DB") or str(DEFAULT_DB)

@@ -60,6 +60,16 @@ HOST_SETTINGS = frozenset(
 )
 RUN_SETTINGS = tuple(name for name in AgentContext.model_fields if name not in HOST_SETTINGS)
 
+# Of each role's endpoint, what a run records (under "models") so that resume and fork need no model
+# flags again (apps/cli/recorded_models.py): never an API key.
+RECORDED_MODEL_FIELDS = frozenset({"model", "base_url", "temperature", "top_p", "fallback_model", "fallback_base_url"})
+
+
+def recorded_settings(context: AgentContext) -> dict[str, Any]:
+    """What a run records of its context: its run settings, and its models without their keys."""
+    models = {role: getattr(context, role).model_dump(include=RECORDED_MODEL_FIELDS) for role in ROLES}
+    return {**context.model_dump(include=set(RUN_SETTINGS)), "models": models}
+
 
 # What a run may spend (docs/costs.md): recorded with the settings, but the command that continues a
 # run decides them anew (a larger budget, prices given again).
@@ -259,7 +269,7 @@ async def run_requirement(
         group_id=group_id,
         requirement=requirement,
         out_dir=str(out.resolve()),
-        settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
+        settings=json.dumps(recorded_settings(context)),
     )
     if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is not None:
         raise ValueError(f"run {run_id} already exists; resume it or choose another --run-id")
@@ -411,7 +421,7 @@ async def fork_run(
         out_dir=str(out.resolve()),
         parent_run=run_id,
         fork_step=step,
-        settings=json.dumps(context.model_dump(include=set(RUN_SETTINGS))),
+        settings=json.dumps(recorded_settings(context)),
     )
     return await _drive(
         None, record=record, context=context, db_path=Database.of(db_path), on_progress=on_progress, reviewer=reviewer

@@ -18,6 +18,7 @@ from webgen_agent.apps.cli.common import (
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
+from webgen_agent.apps.cli.recorded_models import with_recorded_models
 from webgen_agent.apps.cli.run import finish
 from webgen_agent.apps.cli.run_checks import require_new_run_id, require_step
 
@@ -116,7 +117,9 @@ def fork(
     from webgen_agent.graph.api import fork_run, new_run_id_suffix
     from webgen_agent.tools.models import ModelCallError
 
+    settings = with_recorded_models(settings, record.recorded_settings())  # flags given now win
     recorded = with_recorded(settings, record.recorded_settings(), **agent.budgets)
+    recorded.pop("models", None)  # the models are the settings' now
     recorded.update(agent.context_fields())
     context = make_context(agent.sampled(settings), **agent.sandbox(), **recorded)
     check_out_folder(out or Path(context.runs_dir))

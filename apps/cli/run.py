@@ -24,6 +24,7 @@ from webgen_agent.apps.cli.common import (
 )
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
+from webgen_agent.apps.cli.recorded_models import with_recorded_models
 from webgen_agent.apps.cli.run_checks import announce_new_database, require_new_run_id, require_resumable
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ def resume(
     points = agent.review()
     if points is not None:
         changes["review"] = points
-    host = make_context(settings, **agent.sandbox())
+    # The recorded run's models where nothing given now names one (no model flags needed again).
+    host = make_context(with_recorded_models(settings, recorded), **agent.sandbox())
     try:
         context = continued_context(host, recorded, changes)  # what the run goes on with
     except ValueError as exc:

@@ -33,6 +33,7 @@ LABELS = {
     "prices": "Prices (USD per million tokens)",
     "budget_usd": "Budget (USD)",
     "budget_tokens": "Budget (tokens)",
+    "models": "Models (endpoints and sampling; no keys)",
 }
 # A value of None or "" in words, where "none" would mislead.
 EMPTY_WORDS = {
