@@ -113,3 +113,34 @@ async def test_checkpoint_metadata_keeps_no_key(tmp_path):
     assert saved is not None and saved.metadata["step"] == 1 and "api_key" not in saved.metadata
     for secret in (SECRET, FALLBACK_SECRET):
         assert files_holding(db.parent, secret) == []
+
+
+async def test_checkpoint_metadata_keeps_no_password_inside_an_endpoint_url(tmp_path):
+    """A key can sit in a base URL (``https://user:key@host/v1``, as some gateways take it): LangGraph's
+    server copied it into every checkpoint's metadata with the rest of the context."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from webgen_agent.checkpoints.saver import open_checkpointer
+
+    class State(TypedDict):
+        n: int
+
+    builder = StateGraph(State)
+    builder.add_node("step", lambda state: {"n": state["n"] + 1})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    url = f"https://gateway-user:{SECRET}@llm.example.com/v1"
+    context = {"coder": {"model": "m", "base_url": url}, "base_url": url}
+    config = {"configurable": {"thread_id": "t", **context}, "metadata": context}
+    db = tmp_path / "db" / "webgen.db"
+    async with open_checkpointer(db) as saver:
+        graph = builder.compile(checkpointer=saver)
+        assert (await graph.ainvoke({"n": 1}, config))["n"] == 2  # type: ignore[arg-type]
+        saved = await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+    assert saved is not None and saved.metadata["step"] == 1
+    assert (
+        saved.metadata["base_url"] == "https://gateway-user:***@llm.example.com/v1"
+    )  # where it went, not what unlocks it
+    assert files_holding(db.parent, SECRET) == []
