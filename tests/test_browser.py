@@ -45,10 +45,19 @@ PAGES = {
 }
 
 
+SLOW_ASKED = threading.Event()
+
+
 class Pages(BaseHTTPRequestHandler):
     release: threading.Event
+    slow_asked: threading.Event  # set when /slow.html is asked; its first answer waits for the test
 
     def do_GET(self) -> None:
+        if self.path == "/slow.html":
+            if not self.slow_asked.is_set():
+                self.slow_asked.set()
+                time.sleep(3)  # the test kills Chromium meanwhile
+            self.path = "/good.html"
         if self.path == "/hang.js":
             self.release.wait(30)  # hold the request open: the page's load event never fires
             return
@@ -76,7 +85,7 @@ class Pages(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def pages() -> Iterator[str]:
     release = threading.Event()
-    handler = type("Handler", (Pages,), {"release": release})
+    handler = type("Handler", (Pages,), {"release": release, "slow_asked": SLOW_ASKED})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -174,6 +183,24 @@ async def test_devtools_only_on_the_agents_socket_and_restart_after_the_browser_
         capture = await browser.capture(pages + "/good.html")
         assert "Welcome" in capture.visible_text and browser.pid != first_pid
     assert registry.entries() == []
+
+
+async def test_chromium_killed_during_a_capture_is_relaunched_and_the_capture_made_again(
+    chromium_path: str, tmp_path: Path, pages: str
+) -> None:
+    import psutil
+
+    async with SharedBrowser(chromium_path, registry=ProcessRegistry(tmp_path / "processes.jsonl")) as browser:
+        first_pid = browser.pid
+        capturing = asyncio.create_task(browser.capture(pages + "/slow.html"))
+        await eventually(SLOW_ASKED.is_set, timeout_s=30, what="the slow page asked for")
+        # Chromium itself dies (a crash, the OOM killer): its main process, not the agent's wrapper.
+        chromium = [p for p in psutil.Process(first_pid).children(recursive=True) if "chrom" in p.name()]
+        assert chromium
+        chromium[0].kill()
+        capture = await capturing
+        assert capture.load_error is None and "Welcome to the shop" in capture.visible_text, capture.load_error
+        assert capture.png and browser.pid != first_pid and browser.launches == 2
 
 
 async def test_every_capture_after_rapid_source_edits_shows_the_new_text(

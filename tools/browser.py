@@ -176,6 +176,7 @@ class SharedBrowser:
         self._capture_slots: asyncio.Semaphore | None = None
         self._spare: asyncio.Task[tuple[BrowserContext, Page]] | None = None
         self._page_proxies: dict[BrowserContext, PageProxy] = {}  # each capture context's own
+        self.launches = 0  # Chromium processes started so far: a change means the browser died meanwhile
 
     @property
     def ws_url(self) -> str:
@@ -219,7 +220,12 @@ class SharedBrowser:
                 await self._launch()
         return self
 
+    def died_since(self, launches: int) -> bool:
+        """Whether the Chromium that was running at ``launches`` died (or was replaced) since."""
+        return launches != self.launches or not self.healthy
+
     async def _launch(self) -> None:
+        self.launches += 1
         self._profile = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="webgen-chromium-"))
         argv, confinement = await asyncio.to_thread(browser_command, self.chromium_path, self._profile)
         if confinement != self.confinement and confinement.startswith("UNCONFINED"):
@@ -410,7 +416,39 @@ class SharedBrowser:
     async def _capture(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
     ) -> PageCapture:
-        await self.start()
+        """One capture; when Chromium died during it (crashed, killed, out of memory), it is
+        relaunched and the capture made once more: a dead browser is not the page's fault."""
+        for attempt in (1, 2):
+            await self.start()
+            launches = self.launches
+            try:
+                capture = await self._capture_once(
+                    url, viewport=viewport, timeout_s=timeout_s, offline=offline, wait_s=wait_s
+                )
+            except PlaywrightError:
+                if attempt == 2 or not await self._died(launches):
+                    raise
+                continue
+            if (
+                attempt == 2
+                or not (capture.load_error or capture.blank or not capture.png)
+                or not await self._died(launches)
+            ):
+                return capture
+            logger.warning("Chromium died while capturing %s: relaunched, capturing again", url)
+        raise AssertionError("unreachable")
+
+    async def _died(self, launches: int) -> bool:
+        """Whether Chromium died since ``launches``, given a moment for its exit to be noticed."""
+        for _ in range(10):
+            if self.died_since(launches):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    async def _capture_once(
+        self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
+    ) -> PageCapture:
         started = time.monotonic()
         # Keep part of the budget for the screenshot and text of a page that never finished loading.
         reserve = min(5.0, timeout_s * 0.25)
