@@ -386,7 +386,11 @@ class SharedBrowser:
         if spare is None:
             return
         # Let it finish rather than cancel it: a context cancelled half-made could leave a tab behind.
-        await asyncio.wait({spare})
+        # Bounded: a page asked of a browser that died meanwhile may never answer (then it is cancelled).
+        await asyncio.wait({spare}, timeout=10)
+        if not spare.done():
+            spare.cancel()
+            return
         if spare.cancelled() or spare.exception() is not None:
             return
         context, _ = spare.result()
