@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
 from webgen_agent.core.costs import Budget, Spending, budget_reached, spent
-from webgen_agent.core.errors import DatabaseUnavailable
+from webgen_agent.core.errors import DatabaseUnavailable, DiskFull, no_space
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import InputState
@@ -126,7 +128,38 @@ async def _drive(graph_input: InputState | None, *, on_progress: ProgressCallbac
             on_progress(ProgressEvent(node="run", phase="wait", message=line).model_dump())
 
     with database_outages(database_wait):
-        return await _drive_run(graph_input, on_progress=on_progress, **how)
+        try:
+            return await _drive_run(graph_input, on_progress=on_progress, **how)
+        except Exception as exc:
+            full = no_space(exc)
+            if full is None:
+                raise
+            record, database = how["record"], how["db_path"]
+            places = [Path(record.out_dir)] + ([] if database.is_postgres else [database.path])
+            raise DiskFull(disk_full_line(full, places)) from exc
+
+
+_NEARLY_FULL = 4 * 1024 * 1024  # bytes free under which a disk counts as the one that filled up
+
+
+def disk_full_line(what: str, places: Sequence[Path]) -> str:
+    """One line naming the disk that filled up: the mount point of the file refused, else of the run's
+    folder or database file that has (next to) no space left."""
+    full = [Path(what)] if what.startswith("/") else []
+    for place in places:
+        with contextlib.suppress(OSError):
+            existing = next(p for p in (place, *place.parents) if p.exists())
+            if shutil.disk_usage(existing).free < _NEARLY_FULL:
+                full.append(place)
+    if not full:
+        return f"no space left for {what}: free space, then continue from the last checkpoint"
+    mount = next(p for p in (full[0], *full[0].parents) if p.exists())
+    while not os.path.ismount(mount) and mount != mount.parent:
+        mount = mount.parent
+    return (
+        f"no space left on the disk mounted at {mount} (writing {what if full[0] == Path(what) else full[0]}): "
+        "free space, then continue from the last checkpoint"
+    )
 
 
 async def _run_warnings(context: AgentContext) -> list[str]:

@@ -7,6 +7,7 @@ refusal is reported with a reason the model can act on.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import unicodedata
@@ -94,5 +95,7 @@ def apply_files(root: Path, files: list[FileAction]) -> ApplyResult:
         except PathRefused as exc:
             result.refused[action.path] = str(exc)
         except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise  # the machine's disk is full: the run stops (resumable), the coder is not to blame
             result.refused[action.path] = f"could not write: {exc.strerror or exc}"
     return result

@@ -206,7 +206,7 @@ def _run_rollout(
     import asyncio
 
     from webgen_agent.apps.rollout.service import run_rollout
-    from webgen_agent.core.errors import ConfigError, DatabaseUnavailable
+    from webgen_agent.core.errors import ConfigError, ResumableStop
 
     try:
         with view:
@@ -235,8 +235,8 @@ def _run_rollout(
             outcomes = asyncio.run(work)
     except ConfigError as exc:
         fail(str(exc))
-    except DatabaseUnavailable as exc:
-        fail(str(exc), code=1)
+    except ResumableStop as exc:
+        fail(f"{exc} (run the same command again to continue)" if "same command" not in str(exc) else str(exc), code=1)
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: servers stopped; run the same command again to continue.")
         raise typer.Exit(130) from None

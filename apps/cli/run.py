@@ -48,6 +48,7 @@ def run(
 ) -> None:
     """Generate a website for REQUIREMENT."""
     from webgen_agent.apps.review import run_with_review
+    from webgen_agent.core.errors import ResumableStop
     from webgen_agent.graph.api import run_requirement
     from webgen_agent.tools.models import ModelCallError
 
@@ -82,6 +83,8 @@ def run(
             ),
             run_id=run_id,
         )
+    except ResumableStop as exc:
+        fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
     except (ModelCallError, ValueError) as exc:
         fail(f"{exc} (the run is saved; `webgen-agent resume {run_id}` continues it)", code=1)
     finish(result)
@@ -113,6 +116,7 @@ def resume(
     record = recorded_run(database, run_id)
     require_resumable(record)
     from webgen_agent.apps.review import run_with_review
+    from webgen_agent.core.errors import ResumableStop
     from webgen_agent.graph.api import continued_context, resume_run
     from webgen_agent.tools.models import ModelCallError
 
@@ -147,7 +151,7 @@ def resume(
             ),
             run_id=run_id,
         )
-    except (ModelCallError, ValueError) as exc:
+    except (ModelCallError, ValueError, ResumableStop) as exc:
         fail(str(exc), code=1)
     finish(result)
 

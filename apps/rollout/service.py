@@ -29,7 +29,7 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.costs import Spending
-from webgen_agent.core.errors import DatabaseUnavailable
+from webgen_agent.core.errors import ResumableStop
 from webgen_agent.graph.api import COST_SETTINGS, RunResult, resume_run, run_requirement
 from webgen_agent.nodes.resources import Resources, use_resources
 from webgen_agent.tools.webgen_bench import BenchRecord
@@ -173,8 +173,8 @@ class TrajectoryDriver:
             if self.listener is not None:
                 self.listener.started(spec, resumed=resumed)
             result = await self._drive(spec, resumed=resumed)
-        except DatabaseUnavailable:
-            raise  # every trajectory needs the database: the rollout stops, resumable
+        except ResumableStop:
+            raise  # every trajectory needs the database and the disk: the rollout stops, resumable
         except Exception as exc:
             return self._ended(
                 TrajectoryOutcome(
@@ -280,6 +280,6 @@ async def run_rollout(
         async with use_resources(Resources(database, chromium=context.chromium)), asyncio.TaskGroup() as group:
             for _ in range(min(workers, len(specs))):
                 group.create_task(worker())
-    except* DatabaseUnavailable as stopped:
+    except* ResumableStop as stopped:
         raise stopped.exceptions[0] from None
     return [outcome for outcome in outcomes if outcome is not None]
