@@ -93,14 +93,20 @@ def test_a_postgres_restart_mid_rollout_is_waited_out(tmp_path, postgres_cluster
         kept = sum(len(_checkpointed_steps(db, r.run_id)) for r in RunIndex(db).list())
         asked_before = len(server.requests)
 
-        # 2. The same command continues; the server is stopped hard mid-way and back 8 s later.
+        # 2. The same command continues; the server is stopped hard mid-way and started again once a
+        # run says it waits for it.
         log = tmp_path / "second.log"
         with log.open("w") as out:
             proc = subprocess.Popen(command, env={**_env(), **env}, stdout=out, stderr=subprocess.STDOUT, text=True)
             try:
                 wait_for_checkpoints(db, proc, log, 2)
                 postgres_cluster.stop()
-                time.sleep(8)
+                # Down until a run has met the outage (a node may run longer than a fixed outage).
+                deadline = time.monotonic() + 100
+                while "is unreachable" not in log.read_text() and time.monotonic() < deadline:
+                    assert proc.poll() is None, log.read_text()
+                    time.sleep(0.2)
+                time.sleep(2)
                 postgres_cluster.start_server()
                 proc.wait(timeout=300)
             finally:
