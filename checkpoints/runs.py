@@ -8,11 +8,11 @@ import contextlib
 import json
 import os
 import socket
-import sqlite3
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -82,56 +82,106 @@ COLUMNS = tuple(column.name for column in fields(RunRecord))
 
 
 class _SqliteRuns:
-    """The runs table in a SQLite file: one connection, serialised by a lock.
+    """The runs table in a SQLite file, through sqlite-utils: its schema and migrations (``create``,
+    ``add_column``, ``create_index``), its reads (``rows_where``) and writes (``upsert``, ``update``,
+    ``delete_where``). One connection, serialised by a lock.
 
-    Plain autocommit statements, never a deferred transaction (sqlite-utils' ``create`` and
-    ``upsert`` open one): a transaction that reads and then writes upgrades its lock, and SQLite
-    fails such an upgrade at once, whatever the busy timeout, when another process writes.
+    Every write, the migration included, runs in an immediate transaction (``BEGIN IMMEDIATE``
+    takes the write lock first; sqlite-utils' own ``atomic`` then nests a savepoint in it). A
+    deferred transaction, what sqlite-utils opens on its own, reads and then upgrades to a write
+    lock, and SQLite fails that upgrade at once, whatever the busy timeout, when another process
+    writes: runs started at once on one database failed (tests/test_database.py).
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.conn = open_sqlite(path)
         self.lock = threading.Lock()
-        columns = ", ".join(f"{name} {_column_type(name)}" for name in COLUMNS if name != "run_id")
+        self.table = sqlite_utils().Database(self.conn).table("runs")
         with self.lock:
-            self.conn.execute(f"CREATE TABLE IF NOT EXISTS runs (run_id TEXT PRIMARY KEY, {columns})")
-            present = {row[1] for row in self.conn.execute("PRAGMA table_info(runs)")}
+            patiently(self.path, self._migrate)
+
+    def _migrate(self) -> None:
+        with self._immediate():
+            if not self.table.exists():
+                self.table.create({name: _python_type(name) for name in COLUMNS}, pk="run_id")
+            present = self.table.columns_dict
             for name in COLUMNS:
                 if name not in present:  # a database from before this column
-                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it first
-                        self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {_column_type(name)}")
-            self.conn.execute("CREATE INDEX IF NOT EXISTS runs_group_id_idx ON runs (group_id)")
+                    self.table.add_column(name, _python_type(name))
+            self.table.create_index(["group_id"], index_name="runs_group_id_idx", if_not_exists=True)
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+    def _write(self, change: Callable[[], object]) -> None:
+        def immediately() -> None:
+            with self._immediate():
+                change()
+
+        with self.lock:
+            patiently(self.path, immediately)
 
     def upsert(self, row: dict[str, Any]) -> None:
-        names = [name for name in COLUMNS if name in row]
-        updates = ", ".join(f"{name} = excluded.{name}" for name in names if name != "run_id")
-        sql = (
-            f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
-        )
-        self._run(lambda: self.conn.execute(sql, [row[name] for name in names]))
-
-    def _run(self, statement: Callable[[], T]) -> T:
-        with self.lock:
-            return patiently(self.path, statement)
+        self._write(lambda: self.table.upsert({name: row[name] for name in COLUMNS if name in row}, pk="run_id"))
 
     def update(self, run_id: str, fields: dict[str, Any]) -> None:
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        sql = f"UPDATE runs SET {assignments} WHERE run_id = ?"
-        self._run(lambda: self.conn.execute(sql, [*fields.values(), run_id]))
+        def update() -> None:
+            with contextlib.suppress(sqlite_utils().db.NotFoundError):  # a run deleted meanwhile: nothing to do
+                self.table.update(run_id, fields)
+
+        self._write(update)
 
     def rows(self, run_id: str | None = None, group_id: str | None = None) -> list[dict[str, Any]]:
-        query, args = f"SELECT {', '.join(COLUMNS)} FROM runs", []
+        where, args = None, []
         if run_id is not None:
-            query, args = query + " WHERE run_id = ?", [run_id]
+            where, args = "run_id = ?", [run_id]
         elif group_id is not None:
-            query, args = query + " WHERE group_id = ?", [group_id]
-        rows = self._run(lambda: self.conn.execute(query + " ORDER BY created_at", args).fetchall())
-        return [dict(zip(COLUMNS, row, strict=True)) for row in rows]
+            where, args = "group_id = ?", [group_id]
+        select = ", ".join(COLUMNS)
+        with self.lock:
+            return patiently(
+                self.path, lambda: list(self.table.rows_where(where, args, order_by="created_at", select=select))
+            )
 
     def delete(self, run_id: str) -> None:
-        self._run(lambda: self.conn.execute("DELETE FROM runs WHERE run_id = ?", [run_id]))
+        self._write(lambda: self.table.delete_where("run_id = ?", [run_id]))
+
+
+def sqlite_utils() -> Any:
+    """sqlite-utils, imported without pandas and numpy when they are not loaded yet.
+
+    sqlite-utils imports both, when installed, only to type DataFrame and numpy columns, which the
+    runs table never holds; they made every command that reads the table (``runs``, ``history``,
+    ``report``, export) start about 0.25 s later. Hidden for the import alone (an entry of None in
+    ``sys.modules`` makes an import raise ImportError), then left importable as before.
+    """
+    if "sqlite_utils" in sys.modules:
+        return sys.modules["sqlite_utils"]
+    hidden = [name for name in ("pandas", "numpy") if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import sqlite_utils as module
+    finally:
+        for name in hidden:
+            if sys.modules.get(name) is None:
+                del sys.modules[name]
+    return module
+
+
+def _python_type(name: str) -> type:
+    """The column's type as sqlite-utils takes it (INTEGER, FLOAT or TEXT)."""
+    return int if name in _INT_COLUMNS else float if name in _FLOAT_COLUMNS else str
 
 
 class _PostgresRuns:

@@ -112,3 +112,53 @@ def test_runs_table_round_trip_on_both_stores(db_target):
     assert runs.get("r1") is None and runs.get("r2").status == "finished"  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="unknown run fields: bogus"):
         runs.update("r2", bogus=1)
+
+
+def _start_a_run(db: str, index: int, barrier, failures) -> None:
+    """One process of the race: a run's life in the runs table (start, updates, its listing)."""
+    barrier.wait()
+    try:
+        runs = RunIndex(db)
+        run_id = f"run-{index}"
+        runs.start(RunRecord(run_id=run_id, requirement="A page", out_dir="/dev/null", group_id="g"))
+        for step in range(1, 6):
+            runs.update(run_id, steps=step, best_screenshot=step % 5)
+        runs.update(run_id, status="finished")
+        assert runs.get(run_id) is not None and runs.list(group_id="g")
+    except Exception as exc:
+        failures.put(f"run {index}: {exc!r}")
+
+
+@pytest.mark.e2e  # ten processes at once (a second or two): bound by processes, not by this machine's CPU
+def test_ten_runs_started_at_once_on_a_new_database_all_finish(tmp_path):
+    """Every write to the runs table takes the write lock first (an immediate transaction): with
+    sqlite-utils' deferred transactions, runs writing at once failed with 'database is locked'."""
+    fork = multiprocessing.get_context("fork")
+    db, count = str(tmp_path / "new" / "webgen.db"), 10
+    barrier, failures = fork.Barrier(count), fork.Queue()
+    workers = [fork.Process(target=_start_a_run, args=(db, n, barrier, failures)) for n in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    found = []
+    while not failures.empty():
+        found.append(failures.get())
+    assert [w.exitcode for w in workers] == [0] * count and found == []
+    records = RunIndex(db).list()
+    assert sorted(r.run_id for r in records) == sorted(f"run-{n}" for n in range(count))
+    assert all(r.status == "finished" and r.steps == 5 for r in records)
+
+
+def test_an_old_runs_table_gains_the_new_columns(tmp_path):
+    """A database from before a column: opening it adds the column (sqlite-utils' add_column), rows kept."""
+    db = tmp_path / "old.db"
+    conn = open_sqlite(db)
+    conn.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, requirement TEXT, out_dir TEXT, status TEXT)")
+    conn.execute("INSERT INTO runs VALUES ('old', 'A page', '/dev/null', 'finished')")
+    conn.close()
+    runs = RunIndex(db)
+    (old,) = runs.list()
+    assert (old.run_id, old.status, old.tokens, old.host) == ("old", "finished", 0, "")
+    runs.update("old", tokens=12, host="here")
+    assert runs.get("old").tokens == 12 and runs.get("old").host == "here"
