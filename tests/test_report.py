@@ -168,6 +168,41 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
 
 
+_CONTRAST = """el => {
+    const rgb = c => c.match(/[\\d.]+/g).slice(0, 3).map(Number);
+    const lum = c => {
+        const [r, g, b] = rgb(c).map(v => v / 255).map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const style = getComputedStyle(el);
+    const [a, b] = [lum(style.color), lum(style.backgroundColor)].sort((x, y) => y - x);
+    return (a + 0.05) / (b + 0.05);
+}"""
+
+
+async def test_recorded_tests_are_readable_and_images_open_at_full_size(report_file: Path, shared_browser) -> None:
+    context = await shared_browser.browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = await context.new_page()
+        await page.set_content(await asyncio.to_thread(report_file.read_text, encoding="utf-8"), wait_until="load")
+        # The recorded GUI tests' code: WCAG AA asks 4.5:1 of body text.
+        contrast = await page.eval_on_selector("pre.code", _CONTRAST)
+        shot = page.locator("img.screenshot").first
+        small = await shot.evaluate("i => [i.getBoundingClientRect().width, i.naturalWidth]")
+        await shot.click()
+        large = await shot.evaluate(
+            "i => [i.getBoundingClientRect().width, getComputedStyle(i.parentElement).position]"
+        )
+        await shot.click()
+        closed = await shot.evaluate("i => i.getBoundingClientRect().width")
+    finally:
+        await context.close()
+    assert contrast >= 4.5, contrast
+    assert small[0] < small[1]  # shown smaller than it is ...
+    assert large[0] >= small[1] and large[1] == "fixed"  # ... a click shows it at its own size over the page ...
+    assert closed == small[0]  # ... and another click puts it back
+
+
 async def test_forks_are_shown_as_branches(demo_run) -> None:
     result, base = demo_run
     state = await final_state(_db(base), result.run_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from webgen_agent.apps.report.markup import bullet_list, data_url, esc, figure
+from webgen_agent.apps.report.markup import bullet_list, esc, figure, zoomable
 from webgen_agent.apps.report.model import (
     GuiAction,
     GuiFrame,
@@ -27,16 +27,14 @@ def _gui_strip(gui: GuiTest) -> str:
     """The page the agent saw before each of its steps, with the actions it took there; then the end."""
     figures = [_gui_frame(frame) for frame in gui.frames]
     if gui.final_screenshot:
-        figures.append(
-            f'<figure><img class="gui-screenshot" alt="The page at the end of the GUI test" '
-            f'src="{data_url(gui.final_screenshot)}"><figcaption>After the last action</figcaption></figure>'
-        )
+        shot = zoomable(gui.final_screenshot, "The page at the end of the GUI test", "gui-screenshot")
+        figures.append(f"<figure>{shot}<figcaption>After the last action</figcaption></figure>")
     return f'<div class="strip gui-strip">{"".join(figures)}</div>'
 
 
 def _gui_frame(frame: GuiFrame) -> str:
     image = (
-        f'<img class="gui-frame" alt="The page before agent step {frame.step}" src="{data_url(frame.image)}">'
+        zoomable(frame.image, f"The page before agent step {frame.step}", "gui-frame")
         if frame.image
         else '<p class="muted small">(no screenshot)</p>'
     )

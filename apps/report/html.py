@@ -74,6 +74,11 @@ pre.reply { background: #f6f8fa; color: #1f2937; max-height: 520px; }
                 padding: 6px; }
 .strip img { width: 100%; border: 1px solid #d1d5db; border-radius: 3px; }
 .strip ol { margin: 4px 0 0; padding-left: 18px; font-size: .8rem; } .strip li.failed { color: #991b1b; }
+pre.code { background: #f6f8fa; color: #1f2937; }
+label.zoom { display: block; cursor: zoom-in; } label.zoom input { display: none; }
+label.zoom input:checked + span { position: fixed; inset: 0; overflow: auto; z-index: 10; cursor: zoom-out;
+                                  background: rgba(15, 23, 42, .85); }
+label.zoom input:checked + span img { display: block; margin: 12px auto; max-width: none; width: auto; }
 """
 
 

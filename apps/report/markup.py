@@ -20,9 +20,16 @@ def bullet_list(items: Iterable[str]) -> str:
 
 
 def figure(image: bytes, caption: str, kind: str) -> str:
+    return f"<figure>{zoomable(image, caption, kind)}<figcaption>{esc(caption)}</figcaption></figure>"
+
+
+def zoomable(image: bytes, alt: str, kind: str) -> str:
+    """An image that a click shows at full size over the page (scrollable), and another click closes:
+    a hidden checkbox the label toggles, no script (the report runs none). A data: URL cannot be
+    opened as a page of its own: browsers refuse to navigate to one."""
     return (
-        f'<figure><img class="{kind}" alt="{esc(caption)}" src="{data_url(image)}">'
-        f"<figcaption>{esc(caption)}</figcaption></figure>"
+        f'<label class="zoom"><input type="checkbox"><span>'
+        f'<img class="{kind}" alt="{esc(alt)}" src="{data_url(image)}"></span></label>'
     )
 
 
