@@ -66,7 +66,11 @@ async def run_demo(
     scenario = Scenario.load(scenario_path("demo"))
     run_id = time.strftime("demo-%Y%m%d-%H%M%S")
     with ScriptedServer(scenario) as server:
-        context = scripted_context(server.base_url, max_steps=8)
+        # The scripted model is free: every cost is $0.0000, not unknown ("?" beside "$0.0000" said neither).
+        free = {"input_usd_per_mtok": 0.0, "output_usd_per_mtok": 0.0}
+        context = scripted_context(
+            server.base_url, max_steps=8, prices={role: free for role in ("coder", "vlm", "feedback")}
+        )
         if console is None:
             result = await run_requirement(
                 DEMO_REQUIREMENT, context=context, run_id=run_id, out_dir=out_dir, db_path=db_path

@@ -46,6 +46,8 @@ async def test_demo_outputs_site_screenshots_and_accounting(demo_run):
     assert {"refiner", "executor", "screenshot_judge", "gui_tester"} <= set(step3["timings"])
     assert step3["tokens"]["refiner"]["output"] > 0 and step3["tokens"]["gui_tester"]["calls"] >= 3
     assert run["input_tokens"] > 0 and run["wall_seconds"] > 0
+    # The scripted model is free: every cost is known, $0 (no "?" beside "$0.0000").
+    assert run["cost_usd"] == 0 and all(step["cost_usd"] == 0 for step in run["steps"]), run["cost_usd"]
 
 
 async def test_demo_leaves_no_server_or_browser_behind(demo_run):

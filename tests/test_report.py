@@ -157,7 +157,7 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
     )
     tokens, cost, seconds = shown["plots"]
     assert tokens == {"drawn": True, "bars": 8, "unknown": 0}  # input and output per step
-    assert cost == {"drawn": True, "bars": 0, "unknown": 4}  # the demo gives no prices: "?" per step
+    assert cost["drawn"] and cost["unknown"] == 0  # the demo's scripted model is free: $0, not "?"
     assert seconds == {"drawn": True, "bars": 4, "unknown": 0}
     assert shown["diffVisible"] and shown["diffRows"] > 20
     assert "<boltAction" in shown["reply"]
