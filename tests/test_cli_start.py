@@ -177,6 +177,7 @@ def test_no_flag_shows_a_type_in_help(command: str | None) -> None:
         assert "--json " in result.output and "<str>" in result.output
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (a fresh Python process importing the server's graph)
 def test_the_servers_graph_import_leaves_model_clients_and_browser_use_for_the_first_run() -> None:
     """``langgraph dev`` warns when importing the graph (``webgen_agent.graph.studio``) takes over 3 s;
     openai and langchain-openai alone took seconds of it: they, and browser-use, are imported by the

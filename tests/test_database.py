@@ -49,6 +49,7 @@ def _open_fresh_files(folder: str, rounds: int, barrier, failures) -> None:
             failures.put(f"round {index}: {exc}")
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (150 rounds of 3 processes racing)
 def test_fresh_sqlite_database_opened_by_many_processes_at_once(tmp_path):
     """Switching a new file to WAL upgrades a read lock to a write lock, which SQLite never waits for:
     without the file lock about 1 round in 30 failed with 'database is locked' at once, so 150

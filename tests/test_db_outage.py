@@ -182,6 +182,7 @@ async def _write_while_locked(db: Path, hold_s: float) -> list[str]:
     return said
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (a SQLite file held locked past the busy timeout)
 async def test_a_sqlite_file_locked_past_the_busy_timeout_is_waited_out(tmp_path, monkeypatch):
     monkeypatch.setattr(database_module, "SQLITE_BUSY_S", 0.3)
     monkeypatch.setattr("webgen_agent.checkpoints.saver.SQLITE_BUSY_S", 0.3)
@@ -194,6 +195,7 @@ async def test_a_sqlite_file_locked_past_the_busy_timeout_is_waited_out(tmp_path
     assert found is not None
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (a SQLite file held locked past the busy timeout and the patience)
 async def test_past_the_patience_a_locked_sqlite_file_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(database_module, "SQLITE_BUSY_S", 0.3)
     monkeypatch.setattr("webgen_agent.checkpoints.saver.SQLITE_BUSY_S", 0.3)

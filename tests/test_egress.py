@@ -7,6 +7,8 @@ import asyncio
 import logging
 import socket
 
+import pytest
+
 from webgen_agent.tools.egress import relay
 from webgen_agent.tools.netns import NetworkGate, NetworkPolicy
 from webgen_agent.tools.netns_bridge import hand_over_listener
@@ -26,6 +28,7 @@ async def test_a_relay_that_carries_nothing_ends_after_its_idle_time():
     b_peer.close()
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (waits past the relay's idle time)
 async def test_a_relay_carrying_bytes_is_not_cut_by_its_idle_time():
     (a, a_peer), (b, b_peer) = await _pair(), await _pair()
     task = asyncio.create_task(relay(a, b, idle_s=1.0))

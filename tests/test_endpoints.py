@@ -75,6 +75,7 @@ def requests_for(server, model: str) -> list[int]:
     return [r.status for r in server.requests if r.model == model]
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (waits out the endpoint's Retry-After)
 async def test_busy_endpoint_is_waited_out_honouring_retry_after(server):
     events: list[EndpointEvent] = []
     started = time.monotonic()
@@ -117,6 +118,7 @@ async def test_both_endpoints_down_is_one_error_naming_both(server):
         await complete(role, "feedback", ASK)
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (waits for the per-call timeout)
 async def test_a_hanging_call_is_cut_and_retried(server):
     events: list[EndpointEvent] = []
     started = time.monotonic()

@@ -337,6 +337,7 @@ def test_settings_reject_an_empty_budget_or_deadline() -> None:
     assert "secret-key" not in repr(settings)
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (a fresh Python process importing the package)
 def test_importing_the_package_and_the_report_loads_no_browser_use() -> None:
     # Against a baseline of what langgraph itself loads (its SDK imports websockets).
     script = """

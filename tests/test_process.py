@@ -60,6 +60,7 @@ async def wait_dead(pids: list[int], timeout_s: float = 5.0) -> bool:
     return False
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (a process group run to its timeout)
 async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     started = time.monotonic()
@@ -189,6 +190,7 @@ def _start_orphan_maker(tmp_path: Path, registry_path: Path) -> tuple[subprocess
     return agent, [int(p) for p in pids_file.read_text().split()]
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (an agent process killed hard and its orphans reaped)
 async def test_reap_kills_orphans_of_a_hard_killed_agent(tmp_path: Path) -> None:
     registry_path = tmp_path / "registry.jsonl"
     agent, pids = _start_orphan_maker(tmp_path, registry_path)
@@ -245,6 +247,7 @@ async def test_kill_all_kills_this_process_groups(tmp_path: Path) -> None:
     assert registry.entries() == []
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (an agent process killed and reaped)
 def test_an_agent_killed_before_it_recorded_a_group_leaves_nothing_running(tmp_path: Path) -> None:
     """The command must not run until the registry holds its group: were the agent killed in between,
     neither its watchdog nor a later reap would know of it. The registry's lock is held here so that
@@ -286,6 +289,7 @@ def test_an_agent_killed_before_it_recorded_a_group_leaves_nothing_running(tmp_p
     assert ProcessRegistry(registry_path).entries() == []
 
 
+@pytest.mark.e2e  # bound by processes and timeouts, not by the code (two agent processes writing the registry for seconds)
 def test_the_registry_file_always_holds_every_live_entry_while_another_agent_writes(tmp_path: Path) -> None:
     """What a reader sees without the lock is what an agent killed at that moment would leave behind:
     an agent killed while rewriting the file must not wipe the entries of the others."""
