@@ -368,10 +368,12 @@ async def export_trajectories(
     ``render``, a prompt-completion format's messages become the chat template's strings."""
     if render is not None and not format_entry(export_format).text:
         raise ValueError(f"the text layout is for the {text_formats_words()} formats, not {export_format}")
-    format_entry(export_format)  # an unknown format fails before anything is read
+    entry = format_entry(export_format)  # an unknown format fails before anything is read
     started = time.monotonic()
     read = await load_trajectories(db_path, groups=groups, include_unfinished=include_unfinished)
     trajectories, left_out = trainable(read)
+    from_folder = [t.trajectory_id for t in trajectories if entry.whole_messages and t.imported]
+    trajectories = [t for t in trajectories if t.trajectory_id not in from_folder]
     flat = flat_groups(trajectories, reward)
     kept = trajectories
     if drop_flat_groups:
@@ -393,6 +395,7 @@ async def export_trajectories(
         flat_groups=flat,
         dropped_groups=len(flat) if drop_flat_groups else 0,
         left_out=left_out,
+        from_folder=from_folder,
         lone_groups=lone_groups(kept, reward),
         mixed_groups=mixed_rule_groups(kept),
         seconds=round(time.monotonic() - started, 3),

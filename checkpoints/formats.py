@@ -30,6 +30,9 @@ class ExportFormatEntry:
     record: str  # its record type, "module:Class"
     builder: str  # "module:function" (trajectories, texts, options) -> Iterator[record]
     text: bool = False  # prompt and completion are message lists: --text renders them as strings
+    # Its records' messages are trained whole (every assistant turn): a run started from a folder,
+    # whose first assistant turn is the user's project, is left out (docs/exports.md).
+    whole_messages: bool = False
 
     def build(self) -> Any:
         return pkgutil.resolve_name(self.builder)
@@ -59,6 +62,7 @@ FORMATS: dict[str, ExportFormatEntry] = {
             "a trajectory up to its chosen step",
             record=f"{_VIEWS}:SftRecord",
             builder=f"{_EXPORT}:sft_records",
+            whole_messages=True,
         ),
         ExportFormatEntry(
             "critic",
@@ -85,6 +89,7 @@ FORMATS: dict[str, ExportFormatEntry] = {
             "a trajectory in verl's layout (--parquet)",
             record=f"{_VIEWS}:VerlRecord",
             builder=f"{_EXPORT}:verl_records",
+            whole_messages=True,
         ),
     )
 }

@@ -195,10 +195,11 @@ class BlobStore:
     # -- file trees --------------------------------------------------------------------------
     def snapshot(self, root: Path) -> str:
         """Store every project file under ``root``; return the manifest hash."""
-        files: dict[str, str] = {}
-        for path in iter_project_files(root):
-            files[path.relative_to(root).as_posix()] = self.put(path.read_bytes())
-        return self.put_json({"files": files})
+        return self.snapshot_files(root, [path.relative_to(root).as_posix() for path in iter_project_files(root)])
+
+    def snapshot_files(self, root: Path, paths: Iterable[str]) -> str:
+        """Store the files ``paths`` (relative POSIX paths) under ``root``; return the manifest hash."""
+        return self.put_json({"files": {rel: self.put((root / rel).read_bytes()) for rel in paths}})
 
     def manifest(self, digest: str) -> dict[str, str]:
         return dict(self.get_json(digest)["files"])

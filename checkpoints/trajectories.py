@@ -23,6 +23,7 @@ from webgen_agent.checkpoints.views import ChatMessage, TokenLogprob
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.profiles.rules import RewardPool
 from webgen_agent.core.state import Step
+from webgen_agent.core.steps import imported_start
 
 T = TypeVar("T")
 
@@ -54,8 +55,17 @@ class Trajectory:
 
     @property
     def inherited(self) -> int | None:
-        """A fork's steps up to this index came from its parent run (which made and exports them)."""
-        return self.run.fork_step if self.run.parent_run else None
+        """A fork's steps up to this index came from its parent run (which made and exports them); a
+        run started from a folder (``run --from``) got its step 0 from the user, not from a model."""
+        if self.run.parent_run:
+            return self.run.fork_step
+        return 0 if imported_start(self.steps) else None
+
+    @property
+    def imported(self) -> bool:
+        """The run (or the run it was forked from) started from a folder: its first assistant turn is
+        the user's project, not a model completion."""
+        return imported_start(self.steps) is not None
 
     @property
     def own_steps(self) -> list[Step]:

@@ -293,6 +293,11 @@ class ExportReport(BaseModel):
         default_factory=list,
         description="Trajectories and steps the trainer's pool rule cannot train as recorded, and why: one line each.",
     )
+    from_folder: list[str] = Field(
+        default_factory=list,
+        description="Runs started from a folder (run --from) that a format training every assistant turn "
+        "leaves out: their first assistant turn is the user's project, not a model completion.",
+    )
     mixed_groups: list[str] = Field(
         default_factory=list,
         description="Groups whose trajectories' pools were built by different rules (profiles): one line each.",

@@ -268,6 +268,11 @@ class AgentContext(BaseModel):
         "None = the profile's rule (default: on, upstream: off).",
     )
     scaffold: str = Field(default="", description="Project scaffold the workspace starts from (empty: none).")
+    start_from: str = Field(
+        default="",
+        description="A project folder the run starts from (run --from): step 0 is its files as they are, run and "
+        "judged with no coder call, and the loop improves them toward the requirement (empty: the requirement alone).",
+    )
     max_pages: int = Field(
         default=RUN_DEFAULTS.max_pages, ge=1, description="Pages captured per step, the landing page included."
     )
@@ -312,6 +317,12 @@ class AgentContext(BaseModel):
                     "--prompts-from (prompts_from) reads WebGen-Agent's prompts: use it with --profile upstream"
                 )
             read_checkout(self.prompts_from)  # a missing prompt: PromptsFromError, one line
+        return self
+
+    @model_validator(mode="after")
+    def _one_start(self) -> AgentContext:
+        if self.scaffold and self.start_from:
+            raise ConfigError("--from (start_from) and --scaffold both say where the run starts: give one of them")
         return self
 
     @model_validator(mode="after")

@@ -148,6 +148,10 @@ class Step(TypedDict):
     # (the screenshot judge, the GUI verdict; the Critic keeps its own in critic_*)
     sampled: NotRequired[dict[str, SampledTurn]]
     replay: NotRequired[ReplaySummary]  # the recorded GUI tests replayed on this step's site
+    # step 0 of a run started from a folder (run --from): the manifest hash of the user's files, which
+    # the executor writes instead of a reply's (no coder call; no export trains on its turn), and the folder
+    imported: NotRequired[str]
+    imported_from: NotRequired[str]
 
 
 class StepUpdate(TypedDict, total=False):
@@ -203,6 +207,8 @@ class StepUpdate(TypedDict, total=False):
     token_ids: str | None
     sampled: dict[str, SampledTurn]
     replay: ReplaySummary
+    imported: str
+    imported_from: str
 
 
 class Event(TypedDict, total=False):

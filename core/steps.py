@@ -19,7 +19,9 @@ class StepView(BaseModel):
     """A coder step and what followed it, as shown to people and written to run.json."""
 
     index: int
-    role: str = Field(description="generator or refiner.")
+    role: str = Field(
+        description="generator, refiner, or import (step 0 of a run from a folder: the user's files, no model call)."
+    )
     action: str = Field(description="edit, screenshot_validated, finish or malformed.")
     parent: int | None = Field(default=None, description="The step whose files and conversation this one built on.")
     summary: str = ""
@@ -61,7 +63,7 @@ def step_facts(step: Step) -> dict[str, Any]:
     execution = step.get("execution")
     return {
         "index": step["index"],
-        "role": step["role"],
+        "role": "import" if step.get("imported") else step["role"],
         "action": step["action"],
         "parent": step["parent"],
         "summary": step["summary"],
@@ -90,3 +92,8 @@ def replay_text(step: Step) -> str:
     counts = [(replay["passed"], "passed"), (replay["failed"], "failed"), (replay["flaky"], "flaky")]
     counts.append((replay["unmatched"], "unmatched"))
     return ", ".join(f"{n} {word}" for n, word in counts if n)
+
+
+def imported_start(steps: list[Step]) -> Step | None:
+    """Step 0 of a run started from a folder (``run --from``): the user's files, not a model's reply."""
+    return steps[0] if steps and steps[0].get("imported") else None

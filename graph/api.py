@@ -21,6 +21,7 @@ from langgraph.types import Command, Interrupt
 from pydantic import BaseModel
 
 from webgen_agent.checkpoints.database import Database
+from webgen_agent.checkpoints.folder_import import read_project_folder
 from webgen_agent.checkpoints.outage import listen as database_outages
 from webgen_agent.checkpoints.outputs import RunSummary, write_run_outputs
 from webgen_agent.checkpoints.pregel import with_runtime_context
@@ -35,6 +36,7 @@ from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
+from webgen_agent.nodes.local_dirs import agent_paths
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 from webgen_agent.tools.browser import browser_unconfined_warning
 from webgen_agent.tools.limits import limit_warnings
@@ -306,6 +308,11 @@ async def run_requirement(
     )
     if await asyncio.to_thread(lambda: RunIndex(db_path).get(run_id)) is not None:
         raise ValueError(f"run {run_id} already exists; resume it or choose another --run-id")
+    if context.start_from:  # a folder the run cannot start from: FolderRefused, before anything is recorded
+        leave_out = agent_paths(db_path, context.runs_dir, out)
+        await asyncio.to_thread(
+            read_project_folder, context.start_from, cap_mb=context.sandbox.workspace_mb, leave_out=leave_out
+        )
     graph_input: InputState = {
         "requirement": requirement,
         "run_id": run_id,

@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.core.context import AgentContext
 from webgen_agent.core.error_count import count_after, error_count
 from webgen_agent.core.state import AgentState, ChatRef
+from webgen_agent.core.steps import imported_start
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, node, store
 from webgen_agent.nodes.feedback import results_text, template_feedback, upstream_step_feedback
@@ -45,7 +46,8 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
         why = governor["reason"]
     # The governor's backtrack must move: a step with the files the run has now changes nothing.
     away_from = state.get("files") if governor is not None else None
-    target = best_good_step(state["steps"], rules.selection, away_from=away_from)
+    # A run from a folder never starts over from nothing: with no good step it goes back to the folder.
+    target = best_good_step(state["steps"], rules.selection, away_from=away_from) or imported_start(state["steps"])
     if target is None:
         restart: Update = {
             "conversation": [],

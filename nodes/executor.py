@@ -147,6 +147,9 @@ async def write_edit(state: AgentState, context: AgentContext, site: SiteRunner,
     scaffold = load_scaffold(context.scaffold) if context.scaffold else None
     refusals = {f.path: why for f in parsed.files if scaffold and (why := scaffold.refusal(_relative(f.path)))}
     written = [f for f in parsed.files if f.path not in refusals]
+    if step.get("imported"):  # step 0 of a run from a folder: the folder's files, binary ones too
+        await blobs.amaterialize(step["imported"], workspace)
+        written = []
     applied = await asyncio.to_thread(apply_files, workspace, written)
     if context.rules.profile.default_vite_config:
         await asyncio.to_thread(write_default_vite_config, workspace)

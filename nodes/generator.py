@@ -24,6 +24,7 @@ from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agen
 from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
+from webgen_agent.nodes.start_from import imported_turn
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.models import Usage
 from webgen_agent.tools.scaffolds import load_scaffold
@@ -77,13 +78,16 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     get_resources().warm_browser(runtime.context)  # ready by the first capture
     warm_gui_agent()
     instruction = None
-    reviewed = review_on(runtime.context, "plan")
+    reviewed = review_on(runtime.context, "plan") and not runtime.context.start_from  # no reply to review
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
     # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
     if runtime.context.rules.loop.gui_testing and not state.get("test_instruction") and not reviewed:
         instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
+    identity = await asyncio.to_thread(run_identity, state, runtime.context, run_id_of(state))
     try:
-        if reviewed:
+        if runtime.context.start_from:  # step 0 is the user's folder: no coder call
+            turn = await imported_turn(state, runtime, conversation, identity.get("out_dir") or state["out_dir"])
+        elif reviewed:
             turn = await reviewed_plan(state, runtime, conversation)
         else:
             turn = await coder_turn(state, runtime, node_name="generator", conversation=conversation, parent=None)
@@ -105,7 +109,7 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     update["edit_step"] = None
     update["files"] = files  # the scaffold the workspace starts from, or nothing
     update["profile"] = rules.name
-    update.update(await asyncio.to_thread(run_identity, state, runtime.context, run_id_of(state)))
+    update.update(identity)
     return turn
 
 

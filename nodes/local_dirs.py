@@ -20,3 +20,15 @@ def deps_cache_for(db_path: str | Path | Database) -> Path:
     """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else this machine's
     folder of the database: beside a SQLite file)."""
     return Path(Settings().deps_cache or Database.of(db_path).local_dir / "deps-cache")
+
+
+def agent_paths(db_path: str | Path | Database, *folders: str | Path) -> list[Path]:
+    """What the agent keeps that a folder a run imports (``run --from``) may hold and must leave out:
+    ``folders`` (the runs folder, the run's output folder), the SQLite database with its companions,
+    the dependency cache and the process registry."""
+    database = Database.of(db_path)
+    paths = [Path(folder) for folder in folders]
+    if not database.is_postgres:
+        paths += [Path(f"{database.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal", ".lock")]
+    registry = registry_for(database)
+    return [*paths, deps_cache_for(database), registry.path, registry.lock_path]

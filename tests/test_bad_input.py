@@ -40,6 +40,13 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "empty.jsonl").write_text("\n")
     (root / "no-instruction.jsonl").write_text(json.dumps({"id": "a"}) + "\n")
     (root / "a-file").write_text("not a folder")
+    # Folders a run cannot start from (run --from): one over the workspace cap (a sparse file: no
+    # disk used), one whose only entry is a link out of it.
+    (root / "huge").mkdir()
+    with (root / "huge" / "big.bin").open("wb") as big:
+        big.truncate(3 * 1024**3)
+    (root / "links").mkdir()
+    (root / "links" / "etc").symlink_to("/etc")
     (root / "one.jsonl").write_text(json.dumps({"id": "a", "instruction": "A blog", "ui_instruct": []}) + "\n")
     return root
 
@@ -114,6 +121,27 @@ CASES = {
     "run: --db in a folder that is not there": (
         ["run", "A blog", "--model", "served-model", "--base-url", "{served}", "--db", "{root}/nodir/sub/x.db"],
         "nodir/sub does not exist (a mistyped --db?) (for a new database there, create the folder first: mkdir -p",
+    ),
+    # run --from: a folder the run cannot start from, refused before any model is asked.
+    "run: --from a missing folder": (
+        ["run", "A blog", "--from", "{root}/nope", *MODEL, "--db", "{root}/new.db"],
+        "--from {root}/nope: no such folder",
+    ),
+    "run: --from a file": (
+        ["run", "A blog", "--from", "{root}/a-file", *MODEL, "--db", "{root}/new.db"],
+        "--from {root}/a-file is a file, not a folder",
+    ),
+    "run: --from a folder over the workspace cap": (
+        ["run", "A blog", "--from", "{root}/huge", *MODEL, "--db", "{root}/new.db"],
+        "over the workspace cap of 2,048 MB",
+    ),
+    "run: --from a folder of links out of it": (
+        ["run", "A blog", "--from", "{root}/links", *MODEL, "--db", "{root}/new.db"],
+        "--from {root}/links: no files to start from (1 symbolic link(s), never followed)",
+    ),
+    "run: --from with --scaffold": (
+        ["run", "A blog", "--from", "{root}/folder", "--scaffold", "static-pages", *MODEL, "--db", "{root}/new.db"],
+        "--from (start_from) and --scaffold both say where the run starts",
     ),
     "run: empty requirement": (["run", "  ", *MODEL, "--db", "{root}/new.db"], "the requirement is empty"),
     "run: unreachable endpoint": (["run", "A blog", *MODEL, "--db", "{root}/new.db"], "connection refused"),

@@ -24,11 +24,6 @@ from webgen_agent.core.profiles import PROFILES, Profile
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
 
-PROFILE_HELP = (
-    "upstream: WebGen-Agent's rules step for step (GUI test only on screenshot_validated, 1024x768, "
-    "its grading, feedback and reward pools); default: this project's (docs/fidelity.md)."
-)
-
 
 def no_sandbox_option(panel: str | None = None) -> Any:
     return typer.Option(
@@ -200,6 +195,18 @@ AGENT_FLAGS: dict[str, Flag] = {
     "scaffold": Flag(
         Annotated[str | None, _agent(help="Start from this project scaffold: react-router, static-pages.")]
     ),
+    "from_dir": Flag(
+        Annotated[
+            str | None,
+            _agent(
+                "--from",
+                metavar="DIR",
+                help="Start from this project folder: step 0 is its files as they are, run and judged with no "
+                "coder call, and the loop improves them toward the requirement (symbolic links are not followed; "
+                "node_modules, .git and build folders are left out).",
+            ),
+        ]
+    ),
     "max_pages": Flag(
         Annotated[
             int | None, _agent(min=1, help=f"Pages captured per step, landing page included (default {_D.max_pages}).")
@@ -293,6 +300,8 @@ class AgentFlags(FlagValues):
         """The context fields the flags given set; an unknown scaffold ends the command with one line."""
         fields = {name: self.values[name] for name in _CONTEXT_FIELDS if self.get(name) is not None}
         fields.update({name: True for name in _SWITCHES if self.get(name)})
+        if self.get("from_dir"):
+            fields["start_from"] = self.get("from_dir")
         scaffold = self.get("scaffold")
         if scaffold:
             from webgen_agent.tools.scaffolds import ScaffoldError, load_scaffold

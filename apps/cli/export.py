@@ -317,6 +317,11 @@ def export(
         fail(str(exc))
     warn_flat_groups(report.flat_groups, report.groups, dropped=drop_flat_groups)
     warn_lines("left out, as WebGen-RL's trainer could not train them as recorded (docs/rewards.md)", report.left_out)
+    warn_lines(
+        f"left out of {export_format}, which trains every assistant turn: started from a folder (run --from), "
+        "their first is the user's project, not a model completion (docs/exports.md)",
+        report.from_folder,
+    )
     warn_lines("groups of one pool entry: advantage = raw reward (mean 0, std 1)", report.lone_groups)
     warn_lines("groups mixing pool rules (profiles)", report.mixed_groups)
     if report.records == 0:

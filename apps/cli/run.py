@@ -25,7 +25,12 @@ from webgen_agent.apps.cli.common import (
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.recorded_models import with_recorded_models
-from webgen_agent.apps.cli.run_checks import announce_new_database, require_new_run_id, require_resumable
+from webgen_agent.apps.cli.run_checks import (
+    announce_new_database,
+    require_new_run_id,
+    require_resumable,
+    require_start_folder,
+)
 
 if TYPE_CHECKING:
     from webgen_agent.core.context import Settings
@@ -36,7 +41,7 @@ app = CommandApp()
 
 @app.command()
 @with_model_flags
-@with_agent_flags(*RUN_FLAGS, "review", *BUDGET_FLAGS)
+@with_agent_flags(*RUN_FLAGS, "from_dir", "review", *BUDGET_FLAGS)
 def run(
     requirement: Annotated[str, typer.Argument(help="The website requirement, in natural language.")],
     run_id: Annotated[str | None, typer.Option(help="Name the run (default: generated).")] = None,
@@ -59,6 +64,7 @@ def run(
     context = make_context(settings, **agent.sandbox(), **agent.context_fields(), **agent.budgets)
     check_out_folder(out or Path(context.runs_dir))
     require_new_run_id(resolve_db(settings.db), run_id)
+    context = require_start_folder(context, out, resolve_db(settings.db))
     check_before_run(context, resolve_db(settings.db))
     announce_new_database(resolve_db(settings.db))
     from webgen_agent.checkpoints.runs import new_run_id

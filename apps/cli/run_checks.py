@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 from webgen_agent.apps.cli.base import fail
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from webgen_agent.checkpoints.database import Database
+    from webgen_agent.core.context import AgentContext
 
 # Statuses ``resume`` continues (a run waiting for review is asked again).
 RESUMABLE = ("failed", "interrupted", "budget", "review")
@@ -85,3 +88,19 @@ def require_step(database: Database, run_id: str, step: int) -> None:
         f"run {run_id} has no step {step}: its steps are {steps[0]} to {steps[-1]} "
         f"(`webgen-agent history {run_id}` lists them)"
     )
+
+
+def require_start_folder(context: AgentContext, out: Path | None, database: Database) -> AgentContext:
+    """``run --from DIR``: a folder a run can start from (checkpoints/folder_import.py), else one line;
+    the context then names it by its absolute path (the run's nodes may work elsewhere)."""
+    if not context.start_from:
+        return context
+    from webgen_agent.checkpoints.folder_import import FolderRefused, read_project_folder
+    from webgen_agent.nodes.local_dirs import agent_paths
+
+    leave_out = agent_paths(database, context.runs_dir, *([out] if out else []))
+    try:
+        folder = read_project_folder(context.start_from, cap_mb=context.sandbox.workspace_mb, leave_out=leave_out)
+    except FolderRefused as exc:
+        fail(str(exc))
+    return context.model_copy(update={"start_from": str(folder.root)})

@@ -27,6 +27,7 @@ LABELS = {
     "requirement_checks": "Requirement checks",
     "allow_shell": "Shell actions run",
     "scaffold": "Scaffold",
+    "start_from": "Started from the folder",
     "max_pages": "Pages captured per step",
     "viewport": "Viewport",
     "review": "Human review at",
@@ -41,6 +42,7 @@ EMPTY_WORDS = {
     "budget_usd": "no limit",
     "budget_tokens": "no limit",
     "scaffold": "none",
+    "start_from": "none (the requirement alone)",
 }
 
 

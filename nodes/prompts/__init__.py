@@ -15,6 +15,7 @@ from webgen_agent.nodes.prompts.common import (
     page_content,
     pages_note,
 )
+from webgen_agent.nodes.prompts.imported import IMPORTED_FILE, IMPORTED_OTHERS, IMPORTED_PROJECT, imported_project
 from webgen_agent.nodes.prompts.project import (
     BACKTRACK_NOTE,
     CODER_SYSTEM,
@@ -87,6 +88,9 @@ __all__ = [
     "GUI_PAGE_RULE",
     "GUI_TASK",
     "GUI_VERDICT_USER",
+    "IMPORTED_FILE",
+    "IMPORTED_OTHERS",
+    "IMPORTED_PROJECT",
     "JUDGE_PAGE_CAPTION",
     "JUDGE_SYSTEM",
     "JUDGE_USER",
@@ -120,6 +124,7 @@ __all__ = [
     "generator_user",
     "gui_task",
     "gui_verdict_user",
+    "imported_project",
     "judge_page_caption",
     "judge_user",
     "no_limit_prompt",
