@@ -431,3 +431,55 @@ async def test_bench_generation_on_ray_keeps_a_whole_budget(tmp_path, chromium_p
     assert spending.usd == pytest.approx(charged(answered)) and spending.tokens == tokens_of(answered)
     assert "two: not started, the benchmark's budget is spent" in said
     assert said[-1].startswith("budget spent ($") and "1 of 2 instruction(s) generated, 1 not started" in said[-1]
+
+
+@pytest.mark.e2e
+def test_a_rollout_whose_driver_was_killed_continues_when_run_again(
+    tmp_path, postgres_cluster, chromium_path, state_dir, ray_address
+):
+    from tests.test_costs import REQUIREMENT
+
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"id": "cafe", "instruction": REQUIREMENT, "ui_instruct": []}) + "\n")
+    db = postgres_cluster.new_database()
+    env = cli_env(chromium_path)
+    with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+        command = [
+            CLI,
+            "rollout",
+            *("--data", str(records), "--samples", "3", "--max-steps", "3", "--name", "k", "--profile", "default"),
+            *("--out", str(tmp_path / "runs"), "--db", db, "--ray", ray_address, "--actors", "1"),
+            *("--runs-per-actor", "2", "--cpus-per-run", "0.5", *scripted_models(server.base_url)),
+        ]
+        log = (tmp_path / "first.log").open("w")
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        try:
+            # Killed once a trajectory has a checkpointed step (its actors go with the driver's job).
+            while not any(asyncio.run(final_state(db, r.run_id)).get("steps") for r in RunIndex(db).list()):
+                assert proc.poll() is None, (tmp_path / "first.log").read_text()
+                assert time.monotonic() < deadline, "no trajectory got a step"
+                time.sleep(0.2)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+            # Ray ends the dead driver's actors: their runs are then no longer running.
+            while any(r.status == "running" for r in RunIndex(db).list()):
+                assert time.monotonic() < deadline + 60, "the dead driver's actors ran on"
+                time.sleep(0.2)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            log.close()
+        kept = {r.run_id: asyncio.run(final_state(db, r.run_id)).get("steps", []) for r in RunIndex(db).list()}
+        assert any(kept.values()) and not all(r.status == "finished" for r in RunIndex(db).list())
+        seen = len(server.requests)
+        again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
+        assert again.returncode == 0, again.stdout + again.stderr
+        asked_again = [r for r in server.requests[seen:] if r.model == "scripted-coder"]
+    runs = {r.run_id: r for r in RunIndex(db).list()}
+    assert sorted(runs) == [f"k-cafe-s{k}" for k in range(3)] and all(r.status == "finished" for r in runs.values())
+    # The steps checkpointed before the kill were kept; the re-run asked the coder only for the rest.
+    for run_id, steps in kept.items():
+        after = asyncio.run(final_state(db, run_id))["steps"]
+        assert [s["completion"] for s in after[: len(steps)]] == [s["completion"] for s in steps]
+    assert len(asked_again) == sum(r.steps for r in runs.values()) - sum(len(s) for s in kept.values())

@@ -29,9 +29,10 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.errors import ConfigError
 
-# A job whose actor died this many times is given up (reported failed; a re-run continues it).
+# A job whose actor died this many times in a row without the job getting on is given up (reported
+# failed; a re-run continues it).
 MAX_ATTEMPTS = 3
-GIVEN_UP = f"its Ray actor died {MAX_ATTEMPTS} times; run the same command again to continue"
+GIVEN_UP = f"its Ray actor died {MAX_ATTEMPTS} times in a row; run the same command again to continue"
 
 
 def _reap_node(db: str) -> list[int]:
@@ -64,6 +65,19 @@ def start_ray(ray: Any, settings: RaySettings) -> bool:
         where = settings.address or "local"
         raise ConfigError(f"--ray {where}: no Ray cluster there ({str(exc).splitlines()[0][:200]})") from None
     return True
+
+
+class _Progress:
+    """``on_item`` that notes whether the job sent anything back since it was (re)sent."""
+
+    def __init__(self, on_item: Callable[[Item], None]) -> None:
+        self.on_item, self.made = on_item, False
+
+    def __call__(self, item: Item) -> None:
+        kind = item.get("kind")
+        if kind in ("case", "site") or (kind == "event" and item.get("event", {}).get("phase") == "end"):
+            self.made = True  # a node finished, a test case was recorded: the job got on
+        self.on_item(item)
 
 
 @dataclass
@@ -153,11 +167,16 @@ class RayPool:
         try:
             if may_start is not None and not may_start():
                 return None
-            for _ in range(MAX_ATTEMPTS):
+            deaths = 0
+            while deaths < MAX_ATTEMPTS:
                 generation = actor.generation
-                done, value = await self._drive(actor, job(), on_item, run_id)
+                progress = _Progress(on_item)
+                done, value = await self._drive(actor, job(), progress, run_id)
                 if done:
                     return True, value
+                # Only deaths that cost the job all its work count: a job that got on before its
+                # actor was killed (an operator, a node lost) is not the one killing its actors.
+                deaths = 0 if progress.made else deaths + 1
                 await self._replace(actor, generation)  # the same slot, on the new actor
             return False, None
         finally:
