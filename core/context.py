@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AliasChoices,
@@ -28,15 +28,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from webgen_agent.core.errors import ConfigError
 from webgen_agent.core.loops import LoopName
-from webgen_agent.core.names import DEFAULT_DB, DOTENV, RUN_DEFAULTS, CriticMode
+from webgen_agent.core.names import DEFAULT_DB, DOTENV, ROLES, RUN_DEFAULTS, CriticMode, Role
 from webgen_agent.core.price_table import listed_price
+from webgen_agent.core.prices import Prices, require_prices
 from webgen_agent.core.profiles import EnvironmentName, Profile, profile_rules
 from webgen_agent.core.prompt_checkout import read_checkout
 from webgen_agent.core.rules import RunRules, run_rules
 from webgen_agent.core.views import ReviewPoint
-
-Role = Literal["coder", "vlm", "feedback"]
-ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 
 DEFAULT_RUNS_DIR = Path("webgen-runs")
 
@@ -138,52 +136,6 @@ class SandboxSettings(BaseModel):
             if not host or any(c in host for c in "/@ \t") or host.count(":") == 1:
                 raise ValueError(f"--allow-host takes a host name or address, not {host!r} (no scheme, path or port)")
         return cleaned
-
-
-class RolePrice(BaseModel):
-    """What one role's endpoint charges, in USD per million tokens; None: not known (never guessed)."""
-
-    input_usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million input tokens.")
-    output_usd_per_mtok: float | None = Field(default=None, ge=0, description="USD per million output tokens.")
-
-    @property
-    def known(self) -> bool:
-        return self.input_usd_per_mtok is not None and self.output_usd_per_mtok is not None
-
-
-class Prices(BaseModel):
-    """Prices per model role (docs/costs.md); the GUI agent is the vlm role. No built-in price table."""
-
-    coder: RolePrice = Field(default_factory=RolePrice, description="The coder model's prices.")
-    vlm: RolePrice = Field(default_factory=RolePrice, description="The vision model's prices (judge, GUI agent).")
-    feedback: RolePrice = Field(default_factory=RolePrice, description="The feedback model's prices.")
-
-    def unknown(self) -> list[str]:
-        """The prices not given, as ``role input``/``role output`` words."""
-        return [
-            f"{role} {side}"
-            for role in ROLES
-            for side in ("input", "output")
-            if getattr(getattr(self, role), f"{side}_usd_per_mtok") is None
-        ]
-
-    def over(self, base: Prices) -> Prices:
-        """These prices where given, ``base``'s elsewhere (flags on resume beat the recorded ones)."""
-        merged = base.model_dump()
-        for role, price in self.model_dump().items():
-            merged[role].update({side: value for side, value in price.items() if value is not None})
-        return Prices.model_validate(merged)
-
-
-def require_prices(prices: Prices, why: str = "a budget in USD") -> None:
-    """Raise ConfigError (one line) unless every role's price is known."""
-    missing = prices.unknown()
-    if missing:
-        raise ConfigError(
-            f"{why} needs every model's price, unknown: {', '.join(missing)} "
-            "(pass --price-in/--price-out or --<role>-price-in/--<role>-price-out, "
-            "or set WEBGEN_PRICE_IN / WEBGEN_<ROLE>_PRICE_IN ...)."
-        )
 
 
 class AgentContext(BaseModel):

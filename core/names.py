@@ -12,6 +12,9 @@ from typing import Literal
 from webgen_agent.core.loops.rules import LoopName
 
 CriticMode = Literal["template", "llm"]
+# The three model roles (``AgentContext.coder``, ``.vlm``, ``.feedback``), in their order everywhere.
+Role = Literal["coder", "vlm", "feedback"]
+ROLES: tuple[Role, ...] = ("coder", "vlm", "feedback")
 
 DEFAULT_DB = Path(".webgen") / "webgen.db"
 # The settings file in the working folder (read by the settings model, and by Studio via langgraph.json).
