@@ -125,8 +125,11 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
                 const visible = el => !!el && el.getBoundingClientRect().height > 0;
                 const plot = id => {
                     const svg = document.getElementById(id);
+                    const box = svg.getBoundingClientRect();
+                    const rights = [...svg.querySelectorAll('rect.bar')].map(r => r.getBoundingClientRect().right);
                     return {drawn: visible(svg), bars: svg.querySelectorAll('rect.bar').length,
-                            unknown: svg.querySelectorAll('text.unknown').length};
+                            unknown: svg.querySelectorAll('text.unknown').length,
+                            fill: (Math.max(...rights) - box.left) / box.width};
                 };
                 const step2 = document.getElementById('step-2');
                 return {
@@ -155,6 +158,8 @@ async def test_report_renders_in_chromium(report_file: Path, shared_browser) -> 
         2,
         2,
     )
+    # The bars spread over their chart, however few the steps (4 steps filled half of it).
+    assert all(plot.pop("fill") > 0.8 for plot in shown["plots"]), shown["plots"]
     tokens, cost, seconds = shown["plots"]
     assert tokens == {"drawn": True, "bars": 8, "unknown": 0}  # input and output per step
     assert cost["drawn"] and cost["unknown"] == 0  # the demo's scripted model is free: $0, not "?"

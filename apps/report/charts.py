@@ -200,8 +200,9 @@ def bar_chart(
     fmt: Callable[[float], str],
 ) -> str:
     """Stacked bars, one per step, each a link to its step; a step with an unknown value shows ``?``."""
-    left, top, bottom, plot_h, gap = 56, 22, 22, 90, 24
-    width = max(280, left + 12 + gap * len(steps))
+    left, top, bottom, plot_h, bar = 56, 22, 22, 90, 16
+    width = max(280, left + 12 + 24 * len(steps))
+    gap = (width - left - 12) / max(len(steps), 1)  # the bars spread over the whole plot, however few
     height = top + plot_h + bottom
     totals = [_stacked([values[i] for _, _, values in series]) for i in range(len(steps))]
     known_peak = max((t for t in totals if t is not None), default=0.0)
@@ -217,13 +218,13 @@ def bar_chart(
         f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" font-size="10" fill="#6b7280">0</text>',
     ]
     for position, step in enumerate(steps):
-        x = left + 6 + gap * position
+        x = left + 6 + gap * position + (gap - 24) / 2
         label = (
-            f'<text x="{x + 8}" y="{height - 6}" text-anchor="middle" font-size="10" fill="#374151">{step.index}</text>'
+            f'<text x="{x + 8:.1f}" y="{height - 6}" text-anchor="middle" font-size="10" fill="#374151">{step.index}</text>'
         )
         if totals[position] is None:
             out.append(
-                f'<a href="#step-{step.index}"><text class="unknown" x="{x + 8}" y="{top + plot_h - 4}" '
+                f'<a href="#step-{step.index}"><text class="unknown" x="{x + 8:.1f}" y="{top + plot_h - 4}" '
                 f'text-anchor="middle" font-size="12" fill="#6b7280">?<title>step {step.index}: unknown '
                 f"(a price was not given)</title></text>{label}</a>"
             )
@@ -235,7 +236,7 @@ def bar_chart(
             h = plot_h * value / peak
             y -= h
             bars.append(
-                f'<rect class="bar" x="{x}" y="{y:.1f}" width="16" height="{h:.1f}" fill="{colour}">'
+                f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{bar}" height="{h:.1f}" fill="{colour}">'
                 f"<title>step {step.index} {esc(name)}: {esc(fmt(value))}</title></rect>"
             )
         out.append(f'<a href="#step-{step.index}">{"".join(bars)}{label}</a>')
