@@ -31,7 +31,13 @@ from webgen_agent.nodes.local_dirs import deps_cache_for, registry_for
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.process import ProcessRegistry, run_command, scrubbed_env
-from webgen_agent.tools.replay.spec import PLAYWRIGHT_CONFIG, spec_js
+from webgen_agent.tools.replay.spec import (
+    PLAYWRIGHT_CONFIG,
+    STATIC_PLAYWRIGHT_CONFIG,
+    STATIC_SERVER_JS,
+    STATIC_SERVER_PATH,
+    spec_js,
+)
 from webgen_agent.tools.replay.views import RecordedTest
 from webgen_agent.tools.sandbox import require_sandbox
 from webgen_agent.tools.site import SiteRunner, read_package_json
@@ -260,21 +266,33 @@ async def ship_run(
 E2E_DIR = "tests/e2e"
 README_LINE = (
     "End-to-end tests recorded from the GUI tests that passed while this site was built: "
-    "`npm install -D @playwright/test && npx playwright test` (starts `npm run dev`; or set BASE_URL "
+    "`npm install -D @playwright/test && npx playwright test` ({serves}; or set BASE_URL "
     "to a running site, CHROMIUM_PATH to use an installed Chromium)."
 )
 
 
 def e2e_entries(tests: list[RecordedTest], project: dict[str, bytes]) -> list[tuple[str, bytes]]:
     """The recorded tests as files of the shipped project: one spec each, a Playwright config and a
-    README line (the project's own config and README are kept: the line is appended)."""
-    if not tests or "package.json" not in project:  # a static site has no dev server to test against
+    README line (the project's own config and README are kept: the line is appended). The config
+    starts ``npm run dev``; a static site's (no package.json) serves the folder with node alone."""
+    if not tests:
         return []
     entries = [(f"{E2E_DIR}/{test.name}.spec.js", spec_js(test).encode()) for test in tests]
+    static = "package.json" not in project
     if not any(name.startswith("playwright.config.") for name in project):
-        entries.append(("playwright.config.js", PLAYWRIGHT_CONFIG.encode()))
+        # .mjs for a static site: an ES module whatever package.json the tests later run under.
+        config = (
+            ("playwright.config.mjs", STATIC_PLAYWRIGHT_CONFIG)
+            if static
+            else ("playwright.config.js", PLAYWRIGHT_CONFIG)
+        )
+        entries.append((config[0], config[1].encode()))
+    if static:
+        entries.append((STATIC_SERVER_PATH, STATIC_SERVER_JS.encode()))
+    serves = f"serves this folder with `node {STATIC_SERVER_PATH}`" if static else "starts `npm run dev`"
     readme = project.get("README.md", b"").decode("utf-8", "replace").rstrip()
-    entries.append(("README.md", ((readme + "\n\n" if readme else "") + README_LINE + "\n").encode()))
+    line = README_LINE.format(serves=serves)
+    entries.append(("README.md", ((readme + "\n\n" if readme else "") + line + "\n").encode()))
     return entries
 
 

@@ -137,8 +137,9 @@ async def shared_browser(chromium_path: str, tmp_path_factory: pytest.TempPathFa
 
 @pytest.fixture(scope="session")
 def playwright_test_dir(deps_cache_dir: Path) -> Path | str:
-    """@playwright/test installed once per session (the version of the Python Playwright in use) into a
-    folder of the shared dependency cache; npm's error when it cannot install it (no registry here)."""
+    """@playwright/test installed once per session (the newest release of the Python Playwright's minor
+    version: npm's package can lag the Python one by a patch release) into a folder of the shared
+    dependency cache; npm's error when it cannot install it (no registry here)."""
     import importlib.metadata
     import os
     import subprocess
@@ -147,14 +148,14 @@ def playwright_test_dir(deps_cache_dir: Path) -> Path | str:
     if (folder / "node_modules" / ".bin" / "playwright").exists():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    version = importlib.metadata.version("playwright")
+    major, minor = importlib.metadata.version("playwright").split(".")[:2]
     done = subprocess.run(
-        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", f"@playwright/test@{version}"],
+        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", f"@playwright/test@~{major}.{minor}.0"],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-        # The exact version is pinned: the suite's registry date cut-off (npm_config_before) may predate it.
+        # Any release of that minor version: the suite's registry date cut-off (npm_config_before) may predate it.
         env={k: v for k, v in os.environ.items() if k.lower() != "npm_config_before"},
     )
     return folder if done.returncode == 0 else (done.stdout + done.stderr)[-1500:]

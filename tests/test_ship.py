@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import zipfile
@@ -266,7 +267,8 @@ async def test_static_site_ships_as_is_and_build_only_checks_it(
     site = site_files(Path(static_ship["run"].site_dir))
     plain = zip_files(static_ship["out"] / "plain.zip")
     built = zip_files(static_ship["out"] / "build.zip")
-    assert plain == built == site
+    recorded = {"playwright.config.mjs", "tests/e2e/serve.mjs", "README.md"}  # and the specs
+    assert {k: v for k, v in plain.items() if k not in recorded and not k.endswith(".spec.js")} == built == site
     assert b"Show opening hours" in plain["index.html"]
     output = static_ship["cli"]["build"].output
     assert "(sources, index.html rendered in Chromium (Bean There))" in output
@@ -275,3 +277,38 @@ async def test_static_site_ships_as_is_and_build_only_checks_it(
         unzip(static_ship["out"] / "build.zip", tmp_path / "site"), shared_browser, tmp_path / "logs"
     )
     assert capture.render_error is None and "Bean There" in capture.visible_text
+
+
+async def test_a_static_sites_recorded_tests_ship_and_pass_with_npx_playwright(
+    static_ship: dict[str, Any], playwright_test_dir: Path | str, chromium_path: str
+) -> None:
+    """A static site's recorded GUI test ships with a Playwright config that serves the folder (node
+    alone, no dev server): `npx playwright test` in the unpacked zip passes, nothing else started."""
+    files = zip_files(static_ship["out"] / "plain.zip")
+    specs = [name for name in files if name.startswith("tests/e2e/") and name.endswith(".spec.js")]
+    assert len(specs) == 1 and b"Show opening hours" in files[specs[0]]
+    assert {"playwright.config.mjs", "tests/e2e/serve.mjs"} <= set(files) and "package.json" not in files
+    assert b"node tests/e2e/serve.mjs" in files["README.md"]
+    if isinstance(playwright_test_dir, str):
+        pytest.skip(f"npm could not install @playwright/test here (docs/replay.md): {playwright_test_dir}")
+    project = unzip(static_ship["out"] / "plain.zip", Path(tempfile.mkdtemp(dir=playwright_test_dir)))
+    with socket.socket() as probe:  # a free port for the config's server (PORT)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "BASE_URL"} | {"CHROMIUM_PATH": chromium_path, "PORT": str(port)}
+    cli = str(playwright_test_dir / "node_modules" / ".bin" / "playwright")
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [cli, "test", "--reporter=line"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

@@ -32,6 +32,62 @@ export default defineConfig({
 });
 """
 
+# A static site (no package.json) has no dev server: its config serves the folder with the script
+# below, node's own HTTP server (hand-written: the shipped project then needs nothing besides
+# @playwright/test, and node is there wherever Playwright runs).
+STATIC_SERVER_PATH = "tests/e2e/serve.mjs"
+STATIC_PLAYWRIGHT_CONFIG = """// Runs the recorded end-to-end tests against this static site, served from this folder by
+// tests/e2e/serve.mjs (node only), or against BASE_URL when set.
+import { defineConfig } from '@playwright/test';
+
+const port = process.env.PORT || 4173;
+const baseURL = process.env.BASE_URL || `http://127.0.0.1:${port}`;
+
+export default defineConfig({
+  testDir: './tests/e2e',
+  timeout: 30000,
+  expect: { timeout: 3000 },
+  retries: 0,
+  use: {
+    baseURL,
+    launchOptions: process.env.CHROMIUM_PATH ? { executablePath: process.env.CHROMIUM_PATH } : {},
+  },
+  webServer: process.env.BASE_URL
+    ? undefined
+    : { command: `node tests/e2e/serve.mjs ${port}`, url: baseURL, reuseExistingServer: true },
+});
+"""
+STATIC_SERVER_JS = """// Serves this site's folder for the recorded end-to-end tests: node's own HTTP server, no dependencies.
+import { createServer } from 'node:http';
+import { readFile, stat } from 'node:fs/promises';
+import { extname, join, normalize, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url)).replace(/[\\/]$/, '');
+const port = Number(process.argv[2] || process.env.PORT || 4173);
+const types = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript',
+  '.css': 'text/css', '.json': 'application/json', '.svg': 'image/svg+xml', '.png': 'image/png',
+  '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp',
+  '.ico': 'image/x-icon', '.woff': 'font/woff', '.woff2': 'font/woff2', '.txt': 'text/plain',
+};
+
+createServer(async (request, response) => {
+  let file = join(root, normalize(decodeURIComponent(new URL(request.url, 'http://x').pathname)));
+  if (file !== root && !file.startsWith(root + sep)) {
+    response.writeHead(403).end();
+    return;
+  }
+  try {
+    if ((await stat(file)).isDirectory()) file = join(file, 'index.html');
+    const body = await readFile(file);
+    response.writeHead(200, { 'content-type': types[extname(file)] || 'application/octet-stream' }).end(body);
+  } catch {
+    response.writeHead(404).end('not found');
+  }
+}).listen(port, '127.0.0.1');
+"""
+
 
 def _js(text: str | None) -> str:
     return json.dumps(text or "", ensure_ascii=False)
