@@ -90,6 +90,7 @@ def test_a_run_from_a_folder_judges_it_as_it_is_and_improves_it(tmp_path: Path, 
     assert cli("report", "mine", "--db", str(db)).returncode == 0
     report = (out / "report.html").read_text()
     assert "imported 2 file(s)" in report and "Started from the folder" in report
+    assert "Step 0 · import · edit" in report and "The imported project, as the coder read it" in report
 
     # Exports: step 0 is the user's, not a model completion (docs/exports.md).
     grpo = tmp_path / "steps.jsonl"

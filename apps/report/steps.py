@@ -211,8 +211,10 @@ def _reply(step: StepReport) -> str:
     if not step.reply:
         return ""
     lines = step.reply.count("\n") + 1
+    # Step 0 of a run from a folder: no model wrote it; the coder read the user's project so.
+    what = "The imported project, as the coder read it" if step.role == "import" else "Coder's reply"
     return (
-        f'<details class="reply"><summary>Coder\'s reply ({lines:,} lines)</summary>'
+        f'<details class="reply"><summary>{what} ({lines:,} lines)</summary>'
         f'<pre class="reply">{esc(step.reply)}</pre></details>'
     )
 
