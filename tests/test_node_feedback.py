@@ -183,6 +183,16 @@ async def test_with_no_good_step_backtrack_restarts_from_the_requirement(node_ha
     assert run.update["events"][0]["kind"] == "restart" and run.message == "restart from the requirement"
 
 
+async def test_a_run_from_a_folder_goes_back_to_the_folder_instead_of_starting_over(node_harness):
+    """run --from: with no good step, step 0 (the user's folder) is where the run goes back to."""
+    state = failed_run(node_harness, good_score=2)
+    state["steps"][0]["imported"] = state["steps"][0]["files"]
+    run = await node_harness.run(backtrack, state)
+    assert run.update["files"] == state["steps"][0]["files"] and run.update["edit_step"] == 0
+    assert run.update["conversation"][-1] == {"role": "assistant", "hash": state["steps"][0]["completion"]}
+    assert run.update["events"][0]["kind"] == "backtrack" and run.message == "back to step 0"
+
+
 async def test_the_budget_node_changes_nothing(node_harness):
     """A run resumed past its budget goes on from exactly where it paused (the router decides)."""
     state = failed_run(node_harness, good_score=4)
