@@ -135,5 +135,6 @@ def fresh_db(request: pytest.FixtureRequest, folder: Path) -> str:
     """A fresh run database of the kind ``request.param`` names: a SQLite file in ``folder``, or a new
     database on the session's PostgreSQL cluster."""
     if request.param == "sqlite":
+        (folder / "db").mkdir(exist_ok=True)  # a database's folder is the user's to make (docs/cli.md)
         return str(folder / "db" / "webgen.db")
     return request.getfixturevalue("postgres_cluster").new_database()
