@@ -16,6 +16,7 @@ from webgen_agent.apps.cli.common import (
     recorded_run,
     with_recorded,
 )
+from webgen_agent.apps.cli.library_logs import library_logs
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.recorded_models import with_recorded_models
@@ -127,6 +128,7 @@ def fork(
     new_run_id = new_run_id or f"{run_id}-fork{step}-{new_run_id_suffix()}"
     require_new_run_id(database, new_run_id)
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
+    library_logs(out or Path(context.runs_dir) / new_run_id)
     try:
         result = run_async(
             run_with_review(

@@ -22,6 +22,7 @@ from webgen_agent.apps.cli.common import (
     recorded_run,
     resolve_db,
 )
+from webgen_agent.apps.cli.library_logs import library_logs
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.recorded_models import with_recorded_models
@@ -71,6 +72,7 @@ def run(
 
     run_id = run_id or new_run_id()
     console.print(f"run id: [bold]{run_id}[/bold]")
+    library_logs(out or Path(context.runs_dir) / run_id)
     try:
         result = run_async(
             run_with_review(
@@ -140,6 +142,7 @@ def resume(
     except ValueError as exc:
         fail(str(exc))
     check_before_run(context, None)  # the endpoints: existing_db has checked the database
+    library_logs(record.out_dir)
     try:
         result = run_async(
             run_with_review(
