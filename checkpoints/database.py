@@ -85,11 +85,11 @@ class Database:
     def local_dir(self) -> Path:
         """This machine's folder for what is not shared: the process registry, the dependency cache.
 
-        SQLite: the database's folder. PostgreSQL: ``WEBGEN_STATE_DIR`` or ``.webgen``.
+        ``WEBGEN_STATE_DIR``, else ``.webgen`` in the working folder (where the default database lives),
+        whatever the database: a ``--db`` elsewhere no longer gets a dependency cache and a process
+        registry beside it (docs/scaling.md).
         """
-        if self.is_postgres:
-            return Path(os.environ.get(_STATE_DIR_ENV) or ".webgen").resolve()
-        return self.path.parent.resolve()
+        return Path(os.environ.get(_STATE_DIR_ENV) or ".webgen").resolve()
 
     def exists(self) -> bool:
         """Whether anything was stored yet (a PostgreSQL server is asked only when it is one)."""

@@ -1,5 +1,5 @@
-"""Where a machine keeps what runs sharing one database share: the process registry and the dependency
-cache (beside a SQLite file, or this machine's folder of a PostgreSQL database). Light to import:
+"""Where a machine keeps what its runs share: the process registry and the dependency cache, in one
+place whatever the database (``WEBGEN_STATE_DIR``, else ``.webgen`` in the working folder). Light to import:
 ``webgen-agent demo --prepare`` fills the cache without loading the graph, browser or model clients."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def registry_for(db: str | Path | Database) -> ProcessRegistry:
 
 def deps_cache_for(db_path: str | Path | Database) -> Path:
     """The shared node_modules cache of runs using ``db_path`` (WEBGEN_DEPS_CACHE, else this machine's
-    folder of the database: beside a SQLite file)."""
+    state folder: ``Database.local_dir``)."""
     return Path(Settings().deps_cache or Database.of(db_path).local_dir / "deps-cache")
 
 

@@ -97,3 +97,18 @@ async def _one_step(db: Path) -> None:
     async with open_checkpointer(db, record_runs=False) as saver:
         config = {"configurable": {"thread_id": "r", "checkpoint_ns": ""}}
         await saver.aput(config, checkpoint_of(values), {"source": "loop", "step": 1, "parents": {}}, {})
+
+
+def test_working_files_stay_in_one_place_whatever_the_database(tmp_path: Path, monkeypatch):
+    """A --db elsewhere gets no dependency cache or process registry beside it: they are the machine's
+    state folder's (WEBGEN_STATE_DIR, else .webgen in the working folder)."""
+    from webgen_agent.nodes.local_dirs import deps_cache_for, registry_for
+
+    monkeypatch.delenv("WEBGEN_DEPS_CACHE", raising=False)
+    monkeypatch.delenv("WEBGEN_STATE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "elsewhere" / "runs.db"
+    assert deps_cache_for(db) == tmp_path / ".webgen" / "deps-cache"
+    assert registry_for(db).path == tmp_path / ".webgen" / "processes.jsonl"
+    monkeypatch.setenv("WEBGEN_STATE_DIR", str(tmp_path / "state"))
+    assert deps_cache_for(db) == tmp_path / "state" / "deps-cache"

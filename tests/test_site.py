@@ -493,14 +493,16 @@ async def test_runs_sharing_a_database_share_installs(tmp_path: Path, vite_templ
     from webgen_agent.apps.demo import scripted_context
     from webgen_agent.nodes.resources import Resources
 
-    monkeypatch.delenv("WEBGEN_DEPS_CACHE", raising=False)  # the default: beside the database
+    monkeypatch.delenv("WEBGEN_DEPS_CACHE", raising=False)  # the default: the machine's state folder
+    monkeypatch.setenv("WEBGEN_STATE_DIR", str(tmp_path / "state"))
     db = tmp_path / "db" / "webgen.db"
-    # Seed <db folder>/deps-cache from the session's cache (hardlinks): as if an earlier run installed it.
-    shutil.copytree(vite_template.deps_cache_dir, db.parent / "deps-cache", symlinks=True, copy_function=os.link)
+    # Seed <state folder>/deps-cache from the session's cache (hardlinks): as if an earlier run installed it.
+    state = tmp_path / "state"
+    shutil.copytree(vite_template.deps_cache_dir, state / "deps-cache", symlinks=True, copy_function=os.link)
     results = []
     for run in ("first", "second"):  # two runs, each with its own Resources (as two processes would)
         resources = Resources(db)
-        assert resources.deps_cache_dir == db.parent / "deps-cache"
+        assert resources.deps_cache_dir == state / "deps-cache"
         ws = vite_template.make_workspace(tmp_path / run / "workspace")
         try:
             site = resources.site(ws, scripted_context("http://127.0.0.1:9/v1"))  # no model is asked

@@ -15,6 +15,7 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +52,8 @@ def start_ray(ray: Any, settings: RaySettings) -> bool:
     if ray.is_initialized():
         return False
     env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+    if not settings.address:  # a local instance's actors keep this machine's state where the driver does
+        env.setdefault("WEBGEN_STATE_DIR", str(Path(".webgen").resolve()))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         ray.init(
