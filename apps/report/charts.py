@@ -219,9 +219,7 @@ def bar_chart(
     ]
     for position, step in enumerate(steps):
         x = left + 6 + gap * position + (gap - 24) / 2
-        label = (
-            f'<text x="{x + 8:.1f}" y="{height - 6}" text-anchor="middle" font-size="10" fill="#374151">{step.index}</text>'
-        )
+        label = f'<text x="{x + 8:.1f}" y="{height - 6}" text-anchor="middle" font-size="10" fill="#374151">{step.index}</text>'
         if totals[position] is None:
             out.append(
                 f'<a href="#step-{step.index}"><text class="unknown" x="{x + 8:.1f}" y="{top + plot_h - 4}" '
