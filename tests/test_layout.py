@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYOUT = {
     ".ci",
     ".dockerignore",
+    ".env.example",
     ".gitignore",
     "Dockerfile",
     "README.md",
