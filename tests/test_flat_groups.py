@@ -121,11 +121,14 @@ def test_train_refuses_data_without_signal_unless_told(db: Path, tmp_path: Path)
     pytest.importorskip("torch", reason="the [train] extra (torch, transformers, peft) is not installed")
     data = tmp_path / "flat.jsonl"
     assert cli("export", "--format", "step-grpo", "--groups", "flat", "--out", data, "--db", db).exit_code == 0
-    refused = cli("train", "--data", data, "--model", tmp_path / "no-model", "--out", tmp_path / "never")
+    # The model directory is checked before anything loads; an empty one lets the data's check be reached.
+    empty_model = tmp_path / "empty-model"
+    empty_model.mkdir()
+    refused = cli("train", "--data", data, "--model", empty_model, "--out", tmp_path / "never")
     assert refused.exit_code == 2
     assert "every advantage of the 4 records in 1 groups is 0" in flat(refused.output)
     assert "--allow-no-signal" in flat(refused.output)
-    # Told to: the data passes, and the next check (the model directory) is the one that stops it.
+    # Told to: the data passes the signal check; a missing model directory is still refused.
     told = cli(
         "train", "--data", data, "--model", tmp_path / "no-model", "--out", tmp_path / "never", "--allow-no-signal"
     )
