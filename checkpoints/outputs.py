@@ -133,6 +133,27 @@ def write_run_outputs(
     return summary
 
 
+def add_run_warning(out_dir: str | Path, warning: str, *, replacing: str = "") -> bool:
+    """Add ``warning`` to the warnings of the run.json in ``out_dir`` (after the run wrote it), in place
+    of any that starts with ``replacing``; False when the folder has no run.json (the run wrote none)."""
+    path = Path(out_dir) / "run.json"
+    if not path.is_file():
+        return False
+    summary = json.loads(path.read_text())
+    kept = [w for w in summary.get("warnings", []) if not (replacing and w.startswith(replacing))]
+    summary["warnings"] = [*kept, warning]
+    path.write_text(json.dumps(summary, indent=2))
+    return True
+
+
+def run_warnings(out_dir: str | Path) -> list[str]:
+    """The warnings of the run.json in ``out_dir`` (none when it has none, or no readable run.json)."""
+    try:
+        return list(json.loads((Path(out_dir) / "run.json").read_text()).get("warnings", []))
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
 def event_line(event: Event) -> str:
     target = event.get("target_step")
     where = f" -> step {target}" if target is not None else ""

@@ -194,7 +194,9 @@ def checkpoint_of(values: dict[str, Any]) -> dict[str, Any]:
     return checkpoint
 
 
-async def save_finished_run(saver: Any, runs: Any, values: dict[str, Any], *, steps: int = 2) -> None:
+async def save_finished_run(
+    saver: Any, runs: Any, values: dict[str, Any], *, steps: int = 2, out_dir: str = "/dev/null"
+) -> None:
     """Record a hand-built run state as a finished run: its checkpoint in ``saver`` (a checkpointer
     of checkpoints.saver) and its row in ``runs`` (a RunIndex), as export and train read them."""
     from webgen_agent.checkpoints.runs import RunRecord
@@ -203,7 +205,7 @@ async def save_finished_run(saver: Any, runs: Any, values: dict[str, Any], *, st
     config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
     await saver.aput(config, checkpoint_of(values), {"source": "loop", "step": 2, "parents": {}}, {})
     runs.start(
-        RunRecord(run_id=run_id, group_id=values["group_id"], requirement=values["requirement"], out_dir="/dev/null")
+        RunRecord(run_id=run_id, group_id=values["group_id"], requirement=values["requirement"], out_dir=out_dir)
     )
     runs.update(run_id, status="finished", steps=steps)
 

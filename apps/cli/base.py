@@ -101,7 +101,7 @@ def run_async(coro: Any, *, run_id: str | None = None) -> Any:
     """Run ``coro``; Ctrl-C stops it with one line saying how to continue ``run_id`` (the run it drives)."""
     import asyncio
 
-    from webgen_agent.apps.cli.library_logs import say_library_logs
+    from webgen_agent.apps.cli.library_logs import report_library_logs
 
     try:
         return asyncio.run(coro)
@@ -114,4 +114,4 @@ def run_async(coro: Any, *, run_id: str | None = None) -> Any:
         errors.print(f"[yellow]interrupted[/yellow]: servers stopped; {escape(how)}.", soft_wrap=True)
         raise typer.Exit(130) from None
     finally:
-        say_library_logs()
+        report_library_logs()

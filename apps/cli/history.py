@@ -16,7 +16,7 @@ from webgen_agent.apps.cli.common import (
     recorded_run,
     with_recorded,
 )
-from webgen_agent.apps.cli.library_logs import library_logs
+from webgen_agent.apps.cli.library_logs import library_logs, recorded_library_warning
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.recorded_models import with_recorded_models
@@ -94,6 +94,8 @@ def history(
     forks = [r for r in RunIndex(database).list() if r.parent_run == run_id]
     for fork in forks:
         console.print(f"fork: {fork.run_id} from step {fork.fork_step} ({fork.status})")
+    if noise := recorded_library_warning(record.out_dir):
+        console.print(f"warning: {noise}", soft_wrap=True, highlight=False)
 
 
 @app.command()
