@@ -240,3 +240,77 @@ def test_without_libseccomp_the_sandbox_does_not_start_and_says_why(monkeypatch)
         seccomp.seccomp_program.cache_clear()
         sandbox.sandbox_problem.cache_clear()
     assert sandbox.sandbox_problem() is None
+
+
+# Holds 8 MB more (touched, so really resident): up to 1 GB before it listens, or every 20 ms once
+# asked for /grow.
+_GROWING_SERVER = (
+    "const keep = []; const grow = () => setInterval(() => keep.push(Buffer.alloc(8 << 20, 1)), 20);"
+    "if (process.env.GROW_AT_START) for (let i = 0; i < 128; i++) keep.push(Buffer.alloc(8 << 20, 1));"
+    "require('http').createServer((q, s) => { s.end('<h1>ok</h1>'); if (q.url === '/grow') grow(); })"
+    ".listen(Number(process.env.PORT), '127.0.0.1');"
+)
+
+
+def _growing_site(workspace: Path, *, at_start: bool) -> None:
+    workspace.mkdir()
+    dev = ("GROW_AT_START=1 " if at_start else "") + "node server.js"
+    (workspace / "package.json").write_text(json.dumps({"name": "grower", "private": True, "scripts": {"dev": dev}}))
+    (workspace / "server.js").write_text(_GROWING_SERVER)
+
+
+# Each of the sandbox's two memory limits at 128 MB: the cgroup's (all processes together, the kernel
+# kills) and RLIMIT_DATA (per process, an allocation fails).
+_MEMORY_LIMITS = [
+    pytest.param(
+        SandboxSettings(sandbox_memory_mb=128), "all its processes together", id="cgroup", marks=no_memory_cgroup
+    ),
+    pytest.param(SandboxSettings(memory_mb=128), "per process", id="rlimit"),
+]
+
+
+def _names_the_memory_limit(text: str | None, which: str) -> None:
+    assert text and "memory limit" in text and "128 MB" in text and which in text and "less memory" in text, text
+
+
+@pytest.mark.parametrize(("settings", "which"), _MEMORY_LIMITS)
+async def test_a_dev_server_killed_by_its_memory_limit_at_start_is_the_sites_error_naming_the_limit(
+    tmp_path, settings, which
+):
+    from webgen_agent.tools.site import SiteRunner
+
+    workspace = tmp_path / "ws"
+    _growing_site(workspace, at_start=True)
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", sandbox=settings)
+    try:
+        result = await runner.ensure_running()
+        assert not result.ok and result.stage == "start"
+        _names_the_memory_limit(result.error, which)
+    finally:
+        await runner.stop()
+
+
+@pytest.mark.parametrize(("settings", "which"), _MEMORY_LIMITS)
+async def test_a_dev_server_killed_by_its_memory_limit_later_is_told_at_the_next_step(tmp_path, settings, which):
+    import httpx
+
+    from tests.helpers import eventually
+    from webgen_agent.tools.site import SiteRunner
+
+    workspace = tmp_path / "ws"
+    _growing_site(workspace, at_start=False)
+    runner = SiteRunner(workspace, log_dir=tmp_path / "logs", sandbox=settings)
+    try:
+        started = await runner.ensure_running()
+        assert started.ok and started.url and started.memory_note is None, started.error
+        server = runner.server
+        assert server is not None
+        async with httpx.AsyncClient() as client:  # as a capture or a GUI test would
+            assert (await client.get(started.url.rstrip("/") + "/grow", timeout=60)).status_code == 200
+        await eventually(lambda: not server.alive, timeout_s=60, what="the server killed at its memory limit")
+        again = await runner.ensure_running()  # the next step: started again, and told why it had died
+        assert again.ok and again.server_restarted, again.error
+        _names_the_memory_limit(again.memory_note, which)
+        assert (await runner.ensure_running()).memory_note is None  # told once
+    finally:
+        await runner.stop()

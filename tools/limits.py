@@ -178,6 +178,17 @@ class SandboxCgroup:
         procs = [str(path / "cgroup.procs") for path in self.paths]
         return ["/bin/sh", "-c", join, "webgen-cgroup", *procs, "--", *argv]
 
+    def oom_kills(self) -> int:
+        """How many of this sandbox's processes the kernel killed at its memory cap (0 without a memory cgroup)."""
+        for path in self.paths:
+            # v2 counts them in memory.events, v1 (kernel 4.13 and later) in memory.oom_control.
+            for name in ("memory.events", "memory.oom_control"):
+                for line in _read(path / name).splitlines():
+                    key, _, count = line.partition(" ")
+                    if key == "oom_kill" and count.strip().isdigit():
+                        return int(count)
+        return 0
+
     def remove(self) -> None:
         """Kill whatever is still inside (only ever this sandbox's processes), then remove the cgroups."""
         for path in self.paths:

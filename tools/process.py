@@ -156,6 +156,7 @@ class ManagedProcess:
         # The doors of the sandbox's network namespace (tools.netns): kept open while the process lives.
         self.network = network
         self._stopped = False
+        self._oom_kills = 0  # read from the cgroup before it is removed
 
     @classmethod
     def start(
@@ -296,6 +297,13 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self._popen.poll() is None
 
+    @property
+    def oom_kills(self) -> int:
+        """Processes of this sandbox the kernel killed at its cgroup's memory cap (0 unsandboxed)."""
+        if self._cgroup is not None and not self._stopped:
+            self._oom_kills = max(self._oom_kills, self._cgroup.oom_kills())
+        return self._oom_kills
+
     def log_tail(self, lines: int = 40) -> str:
         return read_tail(self.log_path, lines=lines)
 
@@ -328,6 +336,8 @@ class ManagedProcess:
             return
         self._stopped = True
         self._popen.poll()
+        if self._cgroup is not None:
+            self._oom_kills = max(self._oom_kills, self._cgroup.oom_kills())
         if self._registry is not None:
             self._registry.remove(self.pgid)
         _release(self._cgroup, self.network)

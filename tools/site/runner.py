@@ -41,6 +41,7 @@ from webgen_agent.tools.site.deps import (
 )
 from webgen_agent.tools.site.freshness import ServedModule, await_fresh, served_modules
 from webgen_agent.tools.site.http_wait import Stage, answers, own_url, wait_http
+from webgen_agent.tools.site.memory import memory_death
 from webgen_agent.tools.site.project import (
     config_fingerprint,
     free_port,
@@ -87,6 +88,10 @@ class ExecutionResult(BaseModel):
     )
     stale_restart: bool = Field(
         default=False, description="A kept server still served an old module after the cap: restarted."
+    )
+    memory_note: str | None = Field(
+        default=None,
+        description="The server kept from an earlier step had died of a memory limit since (it was started again).",
     )
     log_tail: str = ""
     install_log: str = Field(default="", description="npm install's output (capped), when npm ran.")
@@ -143,6 +148,7 @@ class SiteRunner:
         self._config: str | None = None
         self._serial = 0
         self._lock: asyncio.Lock | None = None
+        self._memory_told: int | None = None  # the server whose memory death was already told
 
     @property
     def url(self) -> str | None:
@@ -151,6 +157,15 @@ class SiteRunner:
     @property
     def server(self) -> ManagedProcess | None:
         return self._server
+
+    def memory_death(self) -> str | None:
+        """Why the site's server died of a memory limit, told once per server; None when it did not."""
+        server = self._server
+        if server is None or server.pid == self._memory_told:
+            return None
+        if (why := memory_death(server, self.sandbox)) is not None:
+            self._memory_told = server.pid
+        return why
 
     def confinement(self, purpose: Literal["install", "server", "shell"]) -> Confinement | None:
         """The sandbox for one command in this workspace; None when generated code runs unconfined."""
@@ -218,7 +233,13 @@ class SiteRunner:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
+            # A server kept from an earlier step that a memory limit killed since (during the capture
+            # or a GUI test): the site's error, told with this step's result.
+            lost = await asyncio.to_thread(self.memory_death)
             result = await self._ensure_running(changed_paths, served_before or {})
+            if lost is not None:
+                note = f"After the last step's run: {lost} It was started again for this step."
+                result = result.model_copy(update={"memory_note": note})
             # After the install, the start and whatever a kept server wrote since the last step: the
             # cap holds for all of them, not only for shell actions (a walk of a typical Vite
             # project, node_modules included, takes tens of milliseconds). A start that failed
@@ -429,6 +450,8 @@ class SiteRunner:
                 "url": self._url,
                 "server_pid": server.pid,
             }
+        if url is None and (died := await asyncio.to_thread(self.memory_death)) is not None:
+            error = f"{died}\n{error}"
         if url is None:
             await self.stop()
             return {"ok": False, "stage": stage, "error": error, "log_tail": tail}
