@@ -255,10 +255,6 @@ async def capture_site(
         }
     )
     render_error = capture.render_error
-    # The server died under the capture because of a memory limit: that, not the failed page, is the error.
-    if (died := await asyncio.to_thread(site.memory_death)) is not None:
-        execution.update({"ok": False, "stage": "start", "error": died})
-        return
     if result.ok:  # the site's other pages: declared routes, else the landing page's links
         routes = edit.scaffold.routes(edit.workspace) if edit.scaffold else None
         paths = other_paths(result.url, capture, routes, context.max_pages)
@@ -270,7 +266,10 @@ async def capture_site(
         patch["pages"] = await blobs.aput_json(pages)
         patch["page_count"] = len(pages)
         render_error = render_error or pages_error(pages)
-    if render_error:
+    # The server died under the capture because of a memory limit: that, not the failed page, is the error.
+    if (died := await asyncio.to_thread(site.memory_death)) is not None:
+        execution.update({"ok": False, "stage": "start", "error": died})
+    elif render_error:
         execution.update({"ok": False, "stage": "render", "error": render_error})
 
 
@@ -295,7 +294,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRes
         "base_files": edit.base_files,
         "changed": edit.changed,
         # A server killed by a memory limit since the last step (it was started again for this one).
-        "problems": [*edit.problems, *([result.memory_note] if result.memory_note else [])],
+        "problems": [*edit.problems, *([note] if (note := site.take_memory_note()) else [])],
         "execution": execution,
     }
     if edit.scaffold is not None:

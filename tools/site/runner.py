@@ -89,10 +89,6 @@ class ExecutionResult(BaseModel):
     stale_restart: bool = Field(
         default=False, description="A kept server still served an old module after the cap: restarted."
     )
-    memory_note: str | None = Field(
-        default=None,
-        description="The server kept from an earlier step had died of a memory limit since (it was started again).",
-    )
     log_tail: str = ""
     install_log: str = Field(default="", description="npm install's output (capped), when npm ran.")
 
@@ -149,6 +145,7 @@ class SiteRunner:
         self._serial = 0
         self._lock: asyncio.Lock | None = None
         self._memory_told: int | None = None  # the server whose memory death was already told
+        self._memory_note: str | None = None  # a kept server's memory death found by a later call, untold
 
     @property
     def url(self) -> str | None:
@@ -166,6 +163,14 @@ class SiteRunner:
         if (why := memory_death(server, self.sandbox)) is not None:
             self._memory_told = server.pid
         return why
+
+    def take_memory_note(self) -> str | None:
+        """Once: that a server kept from an earlier step died of a memory limit since (it was started again).
+
+        Held until the step that tells the coder takes it, whichever call (an edit's, a GUI test's) found it.
+        """
+        note, self._memory_note = self._memory_note, None
+        return note
 
     def confinement(self, purpose: Literal["install", "server", "shell"]) -> Confinement | None:
         """The sandbox for one command in this workspace; None when generated code runs unconfined."""
@@ -238,8 +243,7 @@ class SiteRunner:
             lost = await asyncio.to_thread(self.memory_death)
             result = await self._ensure_running(changed_paths, served_before or {})
             if lost is not None:
-                note = f"After the last step's run: {lost} It was started again for this step."
-                result = result.model_copy(update={"memory_note": note})
+                self._memory_note = f"After the last step's run: {lost} It was started again for this step."
             # After the install, the start and whatever a kept server wrote since the last step: the
             # cap holds for all of them, not only for shell actions (a walk of a typical Vite
             # project, node_modules included, takes tens of milliseconds). A start that failed
