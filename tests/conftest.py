@@ -249,8 +249,8 @@ def postgres_cluster():
 
 @pytest.fixture(scope="session", autouse=True)
 def state_dir(tmp_path_factory: pytest.TempPathFactory):
-    """This machine's state for PostgreSQL databases (process registry, dependency cache) goes to a
-    session folder, never to ./.webgen (the SQLite default keeps it beside the file)."""
+    """This machine's working files (process registry, dependency cache) go to a session folder, never
+    to the working folder's ./.webgen (their default)."""
     previous = os.environ.get("WEBGEN_STATE_DIR")
     os.environ["WEBGEN_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
     yield Path(os.environ["WEBGEN_STATE_DIR"])
