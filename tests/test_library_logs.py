@@ -76,3 +76,18 @@ def test_library_noise_is_a_warning_of_the_run_and_history_shows_it(tmp_path: Pa
     shown = CliRunner().invoke(app, ["history", "noisy", "--db", str(db)])
     assert shown.exit_code == 0, shown.output
     assert f"warning: {said}" in " ".join(shown.output.split())
+
+
+def test_a_later_command_in_the_same_process_does_not_report_a_runs_library_logs_again(tmp_path: Path, capsys) -> None:
+    # An embedding app (or a CLI runner) drives a run, then another command: the first run's library
+    # records are told once, with that run, never again under the next command.
+    import logging
+
+    from webgen_agent.apps.cli.library_logs import library_logs, report_library_logs
+
+    library_logs(tmp_path / "run")
+    logging.getLogger("browser_use").warning("Navigation failed")
+    report_library_logs()
+    assert "note: 1 warning(s) of the libraries" in capsys.readouterr().err
+    report_library_logs()  # the next command, which logged nothing
+    assert "warning(s) of the libraries" not in capsys.readouterr().err

@@ -81,6 +81,10 @@ def report_library_logs() -> None:
             highlight=False,
         )
         add_run_warning(Path(_handler.baseFilename).parent.parent, library_warning(_handler), replacing=WARNING_START)
+        # Told once: a later command in the same process (an embedding app, a test's CLI runner) reports
+        # only what was logged after this, never this run's records again.
+        _handler.count = 0
+        _handler.by_library.clear()
 
 
 def recorded_library_warning(out_dir: str | Path) -> str | None:
