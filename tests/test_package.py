@@ -100,7 +100,11 @@ def test_the_wheel_is_imported_not_the_checkout(installed_wheel: Path, tmp_path:
 def test_wheel_prepares_and_runs_the_demo_from_any_folder(
     installed_wheel: Path, tmp_path: Path, chromium_path: str
 ) -> None:
-    env = {key: value for key, value in os.environ.items() if key not in ("WEBGEN_DEPS_CACHE", "WEBGEN_STATE_DIR", "PYTHONPATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("WEBGEN_DEPS_CACHE", "WEBGEN_STATE_DIR", "PYTHONPATH")
+    }
     env["WEBGEN_CHROMIUM"] = chromium_path
     cli = str(installed_wheel / "bin" / "webgen-agent")
     elsewhere = tmp_path / "elsewhere"
