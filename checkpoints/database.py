@@ -87,7 +87,7 @@ class Database:
 
         ``WEBGEN_STATE_DIR``, else ``.webgen`` in the working folder (where the default database lives),
         whatever the database: a ``--db`` elsewhere no longer gets a dependency cache and a process
-        registry beside it (docs/scaling.md).
+        registry beside it (docs/scale.md).
         """
         return Path(os.environ.get(_STATE_DIR_ENV) or ".webgen").resolve()
 
