@@ -6,6 +6,8 @@ import asyncio
 import re
 from typing import Any, Literal
 
+from langgraph._internal._constants import CONFIG_KEY_CALL  # the task runner's key: no public name for it
+from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.runtime import Runtime
 
@@ -44,16 +46,31 @@ async def coder_turn(
     conversation: list[ChatRef],
     parent: int | None,
 ) -> NodeResult:
-    """Ask the coder with ``conversation`` and record the reply as a new step."""
-    sent, completion = await ask_coder(runtime.context, conversation)
+    """Ask the coder with ``conversation`` and record the reply as a new step.
+
+    Inside a graph run the call is a kept task: its reply is in the checkpoint (a pending write) as
+    soon as it arrives, so a node run again after its process died (a killed Ray actor, a resumed
+    run) gets the reply back instead of asking the coder again.
+    """
+    sent, completion = await ask_coder(runtime.context, conversation, kept=_in_graph_run())
     return await record_turn(
         state, runtime, node_name=node_name, conversation=sent, parent=parent, completion=completion
     )
 
 
+def _in_graph_run() -> bool:
+    """Whether a LangGraph task can run here: inside a graph run's node, not a node called on its own
+    (tests/node_harness.py), where LangGraph has no task runner to keep a result with."""
+    try:
+        return CONFIG_KEY_CALL in get_config().get("configurable", {})
+    except RuntimeError:  # no runnable context at all
+        return False
+
+
 @task
 async def coder_reply(settings: ModelSettings, messages: list[dict[str, str]]) -> dict[str, Any]:
-    """One coder call whose answer the checkpoint keeps: a node resumed after an interrupt gets it back."""
+    """One coder call whose answer the checkpoint keeps: a node run again (after an interrupt, a kill,
+    its Ray actor's death) gets it back."""
     return (await complete(settings, "coder", messages)).model_dump()
 
 
