@@ -19,6 +19,7 @@ from webgen_agent.apps.demo import scenario_path, scripted_context
 from webgen_agent.apps.rollout.service import plan_rollout, rollout_context
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.tools.webgen_bench import BenchRecord
 
@@ -40,20 +41,31 @@ async def test_a_rollout_across_two_nodes_survives_losing_one(tmp_path: Path, po
     db = postgres_cluster.new_database()
     records = [BenchRecord.model_validate({"id": "cafe", "instruction": REQUIREMENT, "ui_instruct": []})]
     specs = plan_rollout(records, samples=4, name="n")
+    # A slow grade gives every step a window in which the lost machine's actor holds a run mid-way.
+    landing = Scenario.load(scenario_path("landing"))
+    slow = landing.model_copy(
+        update={
+            "rules": [
+                rule.model_copy(update={"delay_s": 2.0}) if rule.schema_name == "ScreenshotJudgement" else rule
+                for rule in landing.rules
+            ]
+        }
+    )
     try:
         ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
-        with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+        with ScriptedServer(slow) as server:
             context = rollout_context(scripted_context(server.base_url, gui_max_actions=3), max_steps=3)
             settings = RaySettings(actors=2, runs_per_actor=2, cpus_per_run=0.5)
             async with rollout_pool(settings, context=context, db=db, out_dir=tmp_path / "out") as pool:
                 await pool.start()
                 nodes_before = {actor.where["node_id"] for actor in pool._actors}
                 work = asyncio.create_task(rollout_on_pool(pool, specs))
+                # The second machine is lost while its actor holds a run with a checkpointed step that
+                # has not finished; another machine joins in its place (as an autoscaler adds one).
                 deadline = time.monotonic() + 300
-                while not any(r.steps for r in await RunIndex(db).alist()):
-                    assert not work.done() and time.monotonic() < deadline, "no trajectory got a step"
+                while not (cut_off := await _mid_way_on(pool, second.node_id, db)):
+                    assert not work.done() and time.monotonic() < deadline, "no run was mid-way on the second node"
                     await asyncio.sleep(0.2)
-                # The second machine is lost; another one joins in its place (as an autoscaler adds one).
                 cluster.remove_node(second, allow_graceful=False)
                 cluster.add_node(num_cpus=1, env_vars=node_env["c"])
                 outcomes = await work
@@ -63,8 +75,23 @@ async def test_a_rollout_across_two_nodes_survives_losing_one(tmp_path: Path, po
         cluster.shutdown()
     # Scheduled across both machines, then continued on the one that replaced the lost one.
     assert len(nodes_before) == 2 and len(nodes_after) == 2 and nodes_before != nodes_after
+    assert second.node_id in nodes_before and second.node_id not in nodes_after
     assert [o.status for o in outcomes] == ["finished"] * 4, [o.error for o in outcomes]
-    runs = RunIndex(db).list()
-    assert len(runs) == 4 and all(r.status == "finished" for r in runs)
+    runs = {r.run_id: r for r in RunIndex(db).list()}
+    assert len(runs) == 4 and all(r.status == "finished" for r in runs.values())
+    # The runs cut off mid-way continued from their checkpoints: no step was lost.
+    assert all(runs[run_id].steps >= steps for run_id, steps in cut_off.items()), cut_off
     # Each machine kept its own process registry (its own state folder); the database was the shared one.
     assert (tmp_path / "a" / "processes.jsonl").exists() and (tmp_path / "b" / "processes.jsonl").exists()
+
+
+async def _mid_way_on(pool, node_id: str, db) -> dict[str, int]:
+    """The runs an actor on ``node_id`` is driving that have a checkpointed step and are still running."""
+    running = {run_id for actor in pool._actors if actor.where["node_id"] == node_id for run_id in actor.running}
+    mid_way = {}
+    for run_id in running:
+        record = await RunIndex(db).aget(run_id)
+        steps = len((await final_state(db, run_id)).get("steps", [])) if record is not None else 0
+        if record is not None and record.status == "running" and steps >= 1:
+            mid_way[run_id] = steps
+    return mid_way
