@@ -43,7 +43,34 @@ _log = logging.getLogger("webgen_agent.database")
 logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 Listener = Callable[[str], None]
-_listener: ContextVar[Listener | None] = ContextVar("webgen_database_listener", default=None)
+
+
+class _Outages:
+    """The waits of one listener's statements, said once per outage.
+
+    An outage is over when a statement that waited for it got through. A statement that began before
+    that moment and fails afterwards belongs to the same outage, not a new one: LangGraph's saver
+    takes its connection, then writes the checkpoint's blobs (which meet the outage and wait it
+    out) and only then finds its own connection cut by the restart."""
+
+    def __init__(self, callback: Listener) -> None:
+        self.callback = callback
+        self.said = False
+        self.back_at = float("-inf")  # monotonic time the last outage was over
+
+    def waiting(self, line: str, began: float) -> None:
+        if self.said or began < self.back_at:
+            return
+        self.said = True
+        self.callback(line)
+
+    def back(self) -> None:
+        if self.said:
+            self.said = False
+            self.back_at = time.monotonic()
+
+
+_listener: ContextVar[_Outages | None] = ContextVar("webgen_database_listener", default=None)
 
 
 def patience_s() -> float:
@@ -62,16 +89,7 @@ def patience_s() -> float:
 def listen(callback: Listener) -> Iterator[None]:
     """Report the database waits of the statements made inside this block (and the tasks and threads it
     starts) to ``callback``, once per outage: it is told again only after a statement got through."""
-    said = [False]
-
-    def once(line: str) -> None:
-        if line and not said[0]:
-            said[0] = True
-            callback(line)
-        elif not line:
-            said[0] = False  # back: the next outage is said again
-
-    token = _listener.set(once)
+    token = _listener.set(_Outages(callback))
     try:
         yield
     finally:
@@ -113,17 +131,17 @@ class _Wait:
             f"the run database {self.where} is unreachable ({_first_line(failure)}); "
             f"waiting up to {self.patience:g}s for it"
         )
-        callback = _listener.get()
-        if callback is not None:
-            callback(line)
+        outages = _listener.get()
+        if outages is not None:
+            outages.waiting(line, self.began)
         else:
             _log.warning(line)
 
     def done(self) -> None:
         if self.waited:
-            callback = _listener.get()
-            if callback is not None:
-                callback("")
+            outages = _listener.get()
+            if outages is not None:
+                outages.back()
             _log.info("the run database %s is back after %.0fs", self.where, time.monotonic() - self.began)
 
     def gave_up(self, exc: BaseException) -> DatabaseUnavailable:

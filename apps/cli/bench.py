@@ -19,6 +19,7 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
 )
 from webgen_agent.apps.cli.flags import Flag, FlagValues, with_flags
+from webgen_agent.apps.cli.library_logs import library_logs_kept
 from webgen_agent.apps.cli.model_flags import with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
@@ -229,23 +230,24 @@ def bench(
     cases = sum(len(r.test_cases) for r in records)
     console.print(f"{len(records)} instruction(s), {cases} test case(s) -> {out}{where}")
     try:
-        summary = asyncio.run(
-            run_bench(
-                records,
-                data=data,
-                out_dir=out,
-                eval_settings=evaluation,
-                context=context,
-                sites_dir=evaluate_only,
-                db_path=db_path,
-                name=name,
-                retry_errors=evaluation_flags["retry_errors"],
-                notify=_notify,
-                deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
-                spending=spending,
-                remote=_on_ray(cluster),
+        with library_logs_kept(out):
+            summary = asyncio.run(
+                run_bench(
+                    records,
+                    data=data,
+                    out_dir=out,
+                    eval_settings=evaluation,
+                    context=context,
+                    sites_dir=evaluate_only,
+                    db_path=db_path,
+                    name=name,
+                    retry_errors=evaluation_flags["retry_errors"],
+                    notify=_notify,
+                    deps_cache_dir=Path(settings.deps_cache) if settings.deps_cache else None,
+                    spending=spending,
+                    remote=_on_ray(cluster),
+                )
             )
-        )
     except ConfigError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

@@ -26,6 +26,7 @@ from webgen_agent.apps.cli.common import (
     whole_budget,
 )
 from webgen_agent.apps.cli.flags import Flag
+from webgen_agent.apps.cli.library_logs import library_logs_kept
 from webgen_agent.apps.cli.model_flags import db_option, with_model_flags
 from webgen_agent.apps.cli.out_paths import check_out_file, check_out_folder
 from webgen_agent.apps.cli.ray_flags import (
@@ -209,7 +210,7 @@ def _run_rollout(
     from webgen_agent.core.errors import ConfigError, ResumableStop
 
     try:
-        with view:
+        with view, library_logs_kept(out_dir):
             if cluster is None:
                 work = run_rollout(
                     specs,

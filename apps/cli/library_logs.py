@@ -12,9 +12,11 @@ is gone. The agent's own findings are never logged: they are in run.json.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from webgen_agent.apps.cli.base import errors
@@ -85,6 +87,17 @@ def report_library_logs() -> None:
         # only what was logged after this, never this run's records again.
         _handler.count = 0
         _handler.by_library.clear()
+
+
+@contextlib.contextmanager
+def library_logs_kept(folder: str | Path) -> Iterator[Path]:
+    """For a command that drives many runs (rollout, bench): the libraries' records go to
+    ``<folder>/logs/libraries.log`` while the block runs, and are reported in one line at its end."""
+    path = library_logs(folder)
+    try:
+        yield path
+    finally:
+        report_library_logs()
 
 
 def recorded_library_warning(out_dir: str | Path) -> str | None:
