@@ -6,6 +6,7 @@ its figures are not measurements.
 Each benchmark runs in its own process (so memory sampling and Chromium start from a clean slate),
 prints its own figures, and hands its headline figures back for the summary against the targets.
 About 10-13 minutes on a 2-core machine; needs npm's registry (or a warm npm cache) and Chromium.
+``chaos`` (docs/performance.md) runs only when named: it needs PostgreSQL and Ray, and takes minutes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ SUITE = (
     "loop_governor",
     "train_throughput",
 )
+# Run only when named (``python -m benchmarks chaos``): a PostgreSQL server, Ray and two rollouts.
+ON_REQUEST = ("chaos",)
 
 
 # Each benchmark's figures against its target: (benchmark, label, figures -> (text, met)).
@@ -126,6 +129,15 @@ TARGETS: list[Target] = [
         ),
     ),
     (
+        "chaos",
+        "5. chaos: failed / steps repeated / steps lost under random faults",
+        lambda f: (
+            f"{f['failed']:.0f} / {f['steps_repeated']:.0f} / {f['steps_lost']:.0f} of {f['trajectories']:.0f} "
+            f"trajectories, {f['faults']:.0f} faults (targets 0 / 0 / 0)",
+            f["failed"] == f["steps_repeated"] == f["steps_lost"] == 0,
+        ),
+    ),
+    (
         "export_throughput",
         "4. Step-GRPO export of 10,000 steps",
         lambda f: (f"{f['step-grpo_s']:.2f} s (target <= 5 s)", f["step-grpo_s"] <= 5),
@@ -167,9 +179,9 @@ def _target_lines(figures: dict[str, dict[str, float]]) -> list[str]:
 def main(args: list[str]) -> int:
     quick = "--quick" in args
     names = [a for a in args if a != "--quick"]
-    unknown = [n for n in names if n not in SUITE]
+    unknown = [n for n in names if n not in SUITE + ON_REQUEST]
     if unknown:
-        print(f"unknown benchmark(s) {unknown}; choose from {', '.join(SUITE)}", file=sys.stderr)
+        print(f"unknown benchmark(s) {unknown}; choose from {', '.join(SUITE + ON_REQUEST)}", file=sys.stderr)
         return 2
     print(f"machine: {machine()}", flush=True)
     figures: dict[str, dict[str, float]] = {}

@@ -4,10 +4,15 @@
 x 2 runs, once clean and once with faults injected every 1-4 s (random, seeded) until the rollout
 ends and at least 10 were made: the PostgreSQL server stopped hard and started again 2 s later, an
 actor's process killed (SIGKILL), an actor's Chromium killed, a dev server (the static site's
-server) killed. Figures: trajectories finished and failed, steps repeated (coder turns answered
-beyond the steps recorded: a turn asked again after a fault), steps lost (steps the clean run
-recorded that the chaos run did not), duplicates in the export, and the wall time against the
-clean run. Target: 0 failed, 0 repeated, 0 lost. ``--quick``: 3 trajectories, one fault of each kind.
+server) killed. The scripted coder takes CODER_DELAY_S to answer, as a model does, so that a kill
+can land while a coder call is under way.
+
+Figures: trajectories finished and failed; steps repeated: coder replies received beyond the steps
+recorded (a reply the run had, asked again: checkpointed work done twice); coder calls cut off: calls
+whose client went away before the answer (the scripted server saw it leave: status 499), asked again
+on the replacement actor, which no checkpoint can hold and which are not steps; steps lost (steps the
+clean run recorded that the chaos run did not); duplicates in the export; and the wall time against
+the clean run. Target: 0 failed, 0 repeated, 0 lost. ``--quick``: 3 trajectories, one fault of each kind.
 """
 
 from __future__ import annotations
@@ -40,7 +45,16 @@ from webgen_agent.tools.webgen_bench import BenchRecord
 TRAJECTORIES = sized(12, 3)
 FAULTS = sized(10, 4)
 KINDS = ("database restart", "actor kill", "chromium kill", "dev server kill")
+CODER_DELAY_S = 1.0
 REQUIREMENT = "A coffee-shop landing page with a button that shows the opening hours."
+
+
+def _slow_coder(scenario: Scenario) -> Scenario:
+    """The scenario, its coder answering after CODER_DELAY_S."""
+    rules = [
+        r.model_copy(update={"delay_s": CODER_DELAY_S}) if r.model == "scripted-coder" else r for r in scenario.rules
+    ]
+    return scenario.model_copy(update={"rules": rules})
 
 
 def _actor_pids(pool: Any) -> list[int]:
@@ -139,7 +153,7 @@ async def one_rollout(
         wall = time.monotonic() - started
         if chaos_seed is not None and sum(made.values()) < FAULTS:
             print(f"  the rollout ended after {sum(made.values())} faults (fewer than {FAULTS})")
-    coder_turns = sum(r.model == "scripted-coder" for r in server.requests[asked_before:])
+    coder_calls = [r.status for r in server.requests[asked_before:] if r.model == "scripted-coder"]
     runs = {r.run_id: r for r in RunIndex(db).list()}
     export = base / f"{label}.jsonl"
     await export_trajectories("rewards", export, db_path=db)
@@ -149,7 +163,8 @@ async def one_rollout(
         "finished": sum(o.status == "finished" for o in outcomes),
         "failed": sum(o.status == "failed" for o in outcomes),
         "steps": {run_id: r.steps for run_id, r in runs.items()},
-        "coder_turns": coder_turns,
+        "coder_replies": coder_calls.count(200),
+        "cut_off": coder_calls.count(499),
         "duplicates": sum(n - 1 for n in exported.values()),
         "exported": len(exported),
         "faults": made,
@@ -166,7 +181,7 @@ async def main() -> dict[str, float]:
     os.environ["WEBGEN_STATE_DIR"] = str(base / "state")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    with throwaway_cluster() as cluster, ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
+    with throwaway_cluster() as cluster, ScriptedServer(_slow_coder(Scenario.load(scenario_path("landing")))) as server:
         ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
         try:
             results = {}
@@ -178,7 +193,8 @@ async def main() -> dict[str, float]:
                 found = results[label]
                 print(
                     f"{label}: {found['finished']} finished, {found['failed']} failed, "
-                    f"{sum(found['steps'].values())} steps, {found['coder_turns']} coder turns in {found['wall']:.1f} s",
+                    f"{sum(found['steps'].values())} steps, {found['coder_replies']} coder replies "
+                    f"({found['cut_off']} calls cut off) in {found['wall']:.1f} s",
                     flush=True,
                 )
                 for error in found["errors"]:
@@ -189,12 +205,12 @@ async def main() -> dict[str, float]:
     clean_steps = {run_id.removeprefix("clean-"): n for run_id, n in clean["steps"].items()}
     chaos_steps = {run_id.removeprefix("chaos-"): n for run_id, n in chaos["steps"].items()}
     lost = sum(max(0, n - chaos_steps.get(key, 0)) for key, n in clean_steps.items())
-    repeated = chaos["coder_turns"] - sum(chaos_steps.values())
+    repeated = chaos["coder_replies"] - sum(chaos_steps.values())
     faults = sum(chaos["faults"].values())
     print(
         f"faults: {faults} ({', '.join(f'{n} {kind}' for kind, n in chaos['faults'].items())})\n"
         f"chaos vs clean: {chaos['finished']} finished, {chaos['failed']} failed, {repeated} steps repeated, "
-        f"{lost} steps lost, {chaos['duplicates']} duplicates in the export; wall {chaos['wall']:.1f} s vs "
+        f"{chaos['cut_off']} coder calls cut off and asked again, {lost} steps lost, {chaos['duplicates']} duplicates in the export; wall {chaos['wall']:.1f} s vs "
         f"{clean['wall']:.1f} s = {chaos['wall'] / clean['wall']:.2f}x; load average {os.getloadavg()[0]:.1f}"
     )
     return {
@@ -203,6 +219,7 @@ async def main() -> dict[str, float]:
         "finished": float(chaos["finished"]),
         "failed": float(chaos["failed"]),
         "steps_repeated": float(repeated),
+        "coder_calls_cut_off": float(chaos["cut_off"]),
         "steps_lost": float(lost),
         "export_duplicates": float(chaos["duplicates"]),
         "clean_wall_s": clean["wall"],
