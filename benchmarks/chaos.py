@@ -39,6 +39,7 @@ from webgen_agent.apps.rollout.service import TrajectorySpec, plan_rollout, roll
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.checkpoints.export import export_trajectories
+from webgen_agent.checkpoints.history import final_state
 from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.tools.webgen_bench import BenchRecord
 
@@ -154,7 +155,8 @@ async def one_rollout(
         if chaos_seed is not None and sum(made.values()) < FAULTS:
             print(f"  the rollout ended after {sum(made.values())} faults (fewer than {FAULTS})")
     coder_calls = [r.status for r in server.requests[asked_before:] if r.model == "scripted-coder"]
-    runs = {r.run_id: r for r in RunIndex(db).list()}
+    # Steps as checkpointed (a failed run's row in the runs table says 0).
+    steps = {r.run_id: len((await final_state(db, r.run_id)).get("steps") or []) for r in RunIndex(db).list()}
     export = base / f"{label}.jsonl"
     await export_trajectories("rewards", export, db_path=db)
     exported = Counter(json.loads(line)["trajectory_id"] for line in export.read_text().splitlines())
@@ -162,7 +164,7 @@ async def one_rollout(
         "wall": wall,
         "finished": sum(o.status == "finished" for o in outcomes),
         "failed": sum(o.status == "failed" for o in outcomes),
-        "steps": {run_id: r.steps for run_id, r in runs.items()},
+        "steps": steps,
         "coder_replies": coder_calls.count(200),
         "cut_off": coder_calls.count(499),
         "duplicates": sum(n - 1 for n in exported.values()),
