@@ -1,4 +1,4 @@
-"""A run database that goes away mid-run is waited out (docs/scaling.md, checkpoints/outage.py).
+"""A run database that goes away mid-run is waited out (docs/scale.md, checkpoints/outage.py).
 
 PostgreSQL: the suite's server is stopped hard in the middle of a rollout and started again; every
 trajectory finishes, no coder step is asked twice and the export holds each trajectory once. With a
