@@ -244,9 +244,10 @@ async def run_agent(
     prompt_set = context_prompts(context)
     if not served.url or not (served.ok or rules.grade_every_capture):
         return GuiRun(stopped_reason="error", errors=[f"the site is not running: {served.error}"])
-    browser = await resources.browser(context)
+    # A session opened ahead is dropped if its Chromium died since; ws_url is read once it runs again.
     prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
-    cdp_url = (await browser.start()).ws_url  # runs share this Chromium; each agent sees a context of its own
+    browser = await resources.browser(context)
+    cdp_url = browser.ws_url  # runs share this Chromium; each agent sees a context of its own
     launches = browser.launches
     url = served.url
     chromium = await asyncio.to_thread(find_chromium, context.chromium)

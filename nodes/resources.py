@@ -52,8 +52,9 @@ class Resources:
         self._browser_lock = asyncio.Lock()
         self._warming: asyncio.Task[SharedBrowser] | None = None
         self._sites: dict[Path, SiteRunner] = {}
-        # GUI-agent sessions opened ahead (while the screenshot is graded), by run: (step, task).
-        self._gui_sessions: dict[str, tuple[int, asyncio.Task[GuiSession]]] = {}
+        # GUI-agent sessions opened ahead (while the screenshot is graded), by run: (step, task of
+        # the session and the browser's launch count it was opened on).
+        self._gui_sessions: dict[str, tuple[int, asyncio.Task[tuple[int, GuiSession]]]] = {}
 
     @staticmethod
     def reap_orphans(db_path: str | Path | Database) -> list[int]:
@@ -61,12 +62,12 @@ class Resources:
         return registry_for(db_path).reap()
 
     async def browser(self, context: AgentContext) -> SharedBrowser:
+        """The shared Chromium, started: relaunched if it died, or once another run's relaunch is done."""
         async with self._browser_lock:
             if self._browser is None:
                 chromium = await asyncio.to_thread(find_chromium, context.chromium or self.chromium)
                 self._browser = SharedBrowser(chromium, registry=self.registry)
-                await self._browser.start()
-            return self._browser
+        return await self._browser.start()
 
     def warm_browser(self, context: AgentContext) -> None:
         """Launch Chromium in the background (while the first coder call runs), not at the first capture.
@@ -85,11 +86,12 @@ class Resources:
         """
         await self.drop_gui_session(run_id)
 
-        async def open_session() -> GuiSession:
+        async def open_session() -> tuple[int, GuiSession]:
             browser = await self.browser(context)
-            return await open_gui_session(
+            launches, cdp_url = browser.launches, browser.ws_url  # no await since start(): never mid-relaunch
+            return launches, await open_gui_session(
                 url=url,
-                cdp_url=browser.ws_url,
+                cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
                 offline=context.offline_pages,
             )
@@ -99,18 +101,23 @@ class Resources:
         self._gui_sessions[run_id] = (step, task)
 
     async def take_gui_session(self, run_id: str, step: int) -> GuiSession | None:
-        """The session opened for ``step`` of the run, if there is one and it opened; the caller closes it."""
+        """The session opened for ``step`` of the run, if there is one and it opened on the Chromium
+        running now (not one that died since); the caller closes it."""
         held = self._gui_sessions.get(run_id)
         if held is None or held[0] != step:
             await self.drop_gui_session(run_id)
             return None
         del self._gui_sessions[run_id]
-        return await _opened(held[1])
+        opened = await _opened(held[1])
+        if opened is None or self._browser is None or not self._browser.died_since(opened[0]):
+            return opened[1] if opened is not None else None
+        await opened[1].close()  # opened on a Chromium that died since: the GUI test opens its own
+        return None
 
     async def drop_gui_session(self, run_id: str) -> None:
         held = self._gui_sessions.pop(run_id, None)
-        if held is not None and (session := await _opened(held[1])) is not None:
-            await session.close()
+        if held is not None and (opened := await _opened(held[1])) is not None:
+            await opened[1].close()
 
     def site(self, workspace: Path, context: AgentContext) -> SiteRunner:
         key = workspace.resolve()
@@ -154,7 +161,7 @@ class Resources:
         await asyncio.to_thread(self.store.close)
 
 
-async def _opened(task: asyncio.Task[GuiSession]) -> GuiSession | None:
+async def _opened(task: asyncio.Task[tuple[int, GuiSession]]) -> tuple[int, GuiSession] | None:
     """The session the task opened, or None when it failed (the GUI test then opens its own)."""
     await asyncio.wait({task})
     if task.cancelled() or task.exception() is not None:

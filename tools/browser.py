@@ -46,6 +46,11 @@ from webgen_agent.tools.sandbox import sandbox_problem, system_binds
 
 logger = logging.getLogger(__name__)
 
+
+class BrowserGone(PlaywrightError):
+    """Chromium went away under a call (it died, or another caller is relaunching it): a death."""
+
+
 CHROMIUM_FLAGS = (
     "--headless=new",
     "--remote-debugging-pipe",  # DevTools on fds 3 and 4; never a port
@@ -141,9 +146,6 @@ def browser_command(chromium_path: str, profile: Path) -> tuple[list[str], str]:
     return [chromium[0], "--no-sandbox", *chromium[1:]], f"UNCONFINED{as_user}: {browser_unconfined_warning()}"
 
 
-# Network counts as settled after this long without a request in flight. Requests a page makes
-# after load (effects fetching data, lazy chunks) start within a frame or two of the first render;
-# a request in flight holds the capture however long it takes (up to the capture's cap).
 class SharedBrowser:
     """One headless Chromium per process that captures and GUI agents share; restarts if it died.
 
@@ -211,7 +213,8 @@ class SharedBrowser:
         )
 
     async def start(self) -> SharedBrowser:
-        """Launch (or relaunch, if it died) Chromium and attach Playwright; idempotent."""
+        """Launch (or relaunch, if it died) Chromium and attach Playwright; idempotent. One relaunch, under
+        a lock: callers that found it dead wait for it. Read ``ws_url`` after it with no await between."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -223,6 +226,14 @@ class SharedBrowser:
     def died_since(self, launches: int) -> bool:
         """Whether the Chromium that was running at ``launches`` died (or was replaced) since."""
         return launches != self.launches or not self.healthy
+
+    async def died(self, launches: int) -> bool:
+        """``died_since``, given a moment for a death just met (a failed call) to be noticed."""
+        for _ in range(10):
+            if self.died_since(launches):
+                return True
+            await asyncio.sleep(0.05)
+        return False
 
     async def _launch(self) -> None:
         self.launches += 1
@@ -337,8 +348,10 @@ class SharedBrowser:
         # when the context is used (a spare is opened before its site is known), refusing all until then.
         proxy = await PageProxy(policy=PagePolicy(offline=True)).start()
         try:
+            if self._browser is None:  # another caller is relaunching it since this one's start()
+                raise BrowserGone("Chromium is being relaunched")
             # No downloads: a page that starts one gets it cancelled, nothing reaches the disk.
-            context = await self.browser.new_context(
+            context = await self._browser.new_context(
                 viewport={"width": viewport[0], "height": viewport[1]},
                 accept_downloads=False,
                 proxy={"server": proxy.socks_url, "bypass": NO_LOOPBACK_BYPASS},
@@ -355,6 +368,12 @@ class SharedBrowser:
                 await context.close()
             raise
 
+    def _proxy_of(self, context: BrowserContext) -> PageProxy:
+        proxy = self._page_proxies.get(context)
+        if proxy is None:  # dropped with the browser it belonged to: that one died meanwhile
+            raise BrowserGone("Chromium died: its page's context is gone")
+        return proxy
+
     async def _drop_proxy(self, context: BrowserContext) -> None:
         proxy = self._page_proxies.pop(context, None)
         if proxy is not None:
@@ -370,12 +389,7 @@ class SharedBrowser:
                 if page.viewport_size != {"width": viewport[0], "height": viewport[1]}:
                     await page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
                 return context, page
-        try:
-            return await self._open_page(viewport)
-        except PlaywrightError:  # the browser died since the health check: relaunch once
-            await self.close()
-            await self.start()
-            return await self._open_page(viewport)
+        return await self._open_page(viewport)  # failing on a dead browser: the caller retries
 
     def _prepare_spare(self, viewport: tuple[int, int]) -> None:
         if self._spare is None and self.healthy:
@@ -406,16 +420,33 @@ class SharedBrowser:
         if self._capture_slots is None:
             self._capture_slots = asyncio.Semaphore(self.max_captures)
         async with self._capture_slots:
-            await self.start()
-            context, page = await self._fresh_page(viewport)
+            context, page = await self._confined(url, viewport, offline)
             try:
-                self._page_proxies[context].policy = PagePolicy(site=site_of(url), offline=offline)
-                await confine_to_origin(context, page, url, offline=offline)
                 yield page
             finally:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(context.close(), 5)
                 self._prepare_spare(viewport)
+
+    async def _confined(self, url: str, viewport: tuple[int, int], offline: bool) -> tuple[BrowserContext, Page]:
+        """A fresh page under ``url``'s policy; made again on a relaunched Chromium if it died meanwhile."""
+        for attempt in (1, 2):
+            await self.start()
+            launches = self.launches
+            context: BrowserContext | None = None
+            try:
+                context, page = await self._fresh_page(viewport)
+                self._proxy_of(context).policy = PagePolicy(site=site_of(url), offline=offline)
+                await confine_to_origin(context, page, url, offline=offline)
+                return context, page
+            except BaseException as error:
+                if context is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(context.close(), 5)
+                if attempt == 2 or not isinstance(error, PlaywrightError) or not await self.died(launches):
+                    raise
+            logger.warning("Chromium died while a page for %s was opened: relaunched, opening it again", url)
+        raise AssertionError("unreachable")
 
     async def _capture(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
@@ -430,25 +461,17 @@ class SharedBrowser:
                     url, viewport=viewport, timeout_s=timeout_s, offline=offline, wait_s=wait_s
                 )
             except PlaywrightError:
-                if attempt == 2 or not await self._died(launches):
+                if attempt == 2 or not await self.died(launches):
                     raise
                 continue
             if (
                 attempt == 2
                 or not (capture.load_error or capture.blank or not capture.png)
-                or not await self._died(launches)
+                or not await self.died(launches)
             ):
                 return capture
             logger.warning("Chromium died while capturing %s: relaunched, capturing again", url)
         raise AssertionError("unreachable")
-
-    async def _died(self, launches: int) -> bool:
-        """Whether Chromium died since ``launches``, given a moment for its exit to be noticed."""
-        for _ in range(10):
-            if self.died_since(launches):
-                return True
-            await asyncio.sleep(0.05)
-        return False
 
     async def _capture_once(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
@@ -459,7 +482,7 @@ class SharedBrowser:
         nav_timeout = max(1.0, timeout_s - reserve)
         context, page = await self._fresh_page(viewport)
         try:
-            proxy = self._page_proxies[context]
+            proxy = self._proxy_of(context)
             proxy.policy = PagePolicy(site=site_of(url), offline=offline)
             blocked = await confine_to_origin(context, page, url, offline=offline)
             capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve, wait_s=wait_s)

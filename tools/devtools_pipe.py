@@ -174,7 +174,9 @@ class DevToolsPipe:
             logger.exception("DevTools pipe reader failed")
         finally:
             self._finish()
-            for client in {*self._owners.values()}:
+            # Every client's connection is closed, so that their calls in flight fail at once (clients
+            # are not hashable: one each by identity).
+            for client in {id(client): client for client in self._owners.values()}.values():
                 with contextlib.suppress(Exception):
                     await client.connection.close()
 

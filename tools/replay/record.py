@@ -168,6 +168,24 @@ async def record_steps(page: Page, url: str, run: GuiRun, timeout_s: float = 3.0
     return steps
 
 
+async def recorded_steps(
+    browser: SharedBrowser, url: str, run: GuiRun, *, viewport: tuple[int, int], offline: bool
+) -> list[ReplayStep] | None:
+    """``record_steps`` on a fresh page; recorded again once when Chromium died under it (crashed,
+    killed): what a dead browser cut short is not the site's behaviour. None when nothing replays."""
+    for last in (False, True):
+        async with browser.confined_page(url, viewport=viewport, offline=offline) as page:
+            launches = browser.launches  # the Chromium this page lives in
+            try:
+                steps: list[ReplayStep] | None = await record_steps(page, url, run)
+            except (AssertionError, PlaywrightError, Unmatched):
+                steps = None
+        died = browser.died_since(launches) or (steps is None and await browser.died(launches))
+        if last or not died:
+            return steps
+    raise AssertionError("unreachable")
+
+
 async def record_test(
     browser: SharedBrowser,
     url: str,
@@ -182,11 +200,9 @@ async def record_test(
     offline: bool = False,
 ) -> RecordedTest | None:
     """The recorded test of a passing run, or None when nothing of it replays deterministically."""
-    async with browser.confined_page(url, viewport=viewport, offline=offline) as page:
-        try:
-            steps = await record_steps(page, url, run)
-        except (AssertionError, PlaywrightError, Unmatched):
-            return None
+    steps = await recorded_steps(browser, url, run, viewport=viewport, offline=offline)
+    if steps is None:
+        return None
     test = RecordedTest(
         name=name,
         instruction=instruction,

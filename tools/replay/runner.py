@@ -129,6 +129,26 @@ async def run_attempt(page: Page, base_url: str, test: RecordedTest, timeout_s: 
     return Attempt()
 
 
+async def attempt_on_page(
+    browser: SharedBrowser,
+    base_url: str,
+    test: RecordedTest,
+    *,
+    viewport: tuple[int, int],
+    offline: bool,
+    timeout_s: float,
+) -> Attempt:
+    """One run of ``test`` on a fresh page; run once more when Chromium died under it (crashed,
+    killed): a dead browser is not the site's failure."""
+    for last in (False, True):
+        async with browser.confined_page(base_url, viewport=viewport, offline=offline) as page:
+            launches = browser.launches  # the Chromium this page lives in
+            attempt = await run_attempt(page, base_url, test, timeout_s)
+        if attempt.passed or last or not await browser.died(launches):
+            return attempt
+    raise AssertionError("unreachable")
+
+
 async def replay_test(
     browser: SharedBrowser,
     base_url: str,
@@ -142,8 +162,9 @@ async def replay_test(
     started = time.monotonic()
     attempts: list[Attempt] = []
     for _ in range(2):
-        async with browser.confined_page(base_url, viewport=viewport, offline=offline) as page:
-            attempts.append(await run_attempt(page, base_url, test, step_timeout_s))
+        attempts.append(
+            await attempt_on_page(browser, base_url, test, viewport=viewport, offline=offline, timeout_s=step_timeout_s)
+        )
         if attempts[-1].passed:
             break
     first = attempts[0]
