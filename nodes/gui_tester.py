@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from langgraph.runtime import Runtime
 
@@ -36,7 +37,14 @@ from webgen_agent.nodes.gui_testing import (
     write_test_instruction,
 )
 from webgen_agent.nodes.profile import context_prompts
-from webgen_agent.nodes.replay import REGRESSION_SCORE, GuiPlan, covered_score, gui_plan, record_passing
+from webgen_agent.nodes.replay import (
+    REGRESSION_SCORE,
+    GuiPlan,
+    covered_score,
+    gui_plan,
+    record_passing,
+    start_recording,
+)
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.site_results import execution_record, log_error_words
 from webgen_agent.tools.bolt import parse_reply
@@ -307,26 +315,47 @@ async def judged_update(
     on the edit under test (and the control step that asked for it); a passing run is recorded for replay."""
     rules = context.rules.profile
     update: Update = {}
-    asked = verdict_messages(state, instruction, run)
-    answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
-    usage = usage + answer.usage
-    if answer.value is not None:
-        passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
-    else:
-        passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
-    if context.rules.replay_tests and answer.value is not None and served.ok and served.url:
-        refs = await record_passing(
-            state, context, served.url, run, target=target, instruction=instruction, passed=passed, score=score
-        )
-        if refs is not None:
-            update["replay_tests"] = refs
-    results: StepUpdate = {
-        "index": target["index"],
-        "gui_score": score,
-        "gui_passed": passed,
-        "gui_suggestions": suggestions,
-        "gui_run": await asyncio.to_thread(_run_record, instruction, run),
-    }
+    recordable = context.rules.replay_tests and served.ok and served.url is not None
+    # The run is stored, and (when a verdict could keep it) recorded as a test, while the verdict
+    # model reads it: neither depends on the verdict, and a 5 s verdict hides the 2-3 s they take.
+    run_record = asyncio.create_task(asyncio.to_thread(_run_record, instruction, run))
+    recording = (
+        start_recording(context, served.url, run, target=target, instruction=instruction)
+        if recordable and served.url
+        else None
+    )
+    try:
+        asked = verdict_messages(state, instruction, run)
+        answer = await ask_structured(context.feedback, "feedback", asked, GuiVerdict, strict=rules.strict_verdicts)
+        usage = usage + answer.usage
+        if answer.value is not None:
+            passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
+        else:
+            passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
+        if recordable and served.url and answer.value is not None:
+            refs = await record_passing(
+                state,
+                context,
+                served.url,
+                run,
+                target=target,
+                instruction=instruction,
+                passed=passed,
+                score=score,
+                recording=recording,
+            )
+            if refs is not None:
+                update["replay_tests"] = refs
+        results: StepUpdate = {
+            "index": target["index"],
+            "gui_score": score,
+            "gui_passed": passed,
+            "gui_suggestions": suggestions,
+            "gui_run": await run_record,
+        }
+    finally:
+        await _settled(recording)  # a recording the verdict did not keep (or an error) is stopped
+        await _settled(run_record)
     patches: list[StepUpdate] = [results]
     own: StepUpdate = {"index": step["index"], "tokens": {"gui_tester": usage_record(usage)}}
     if step["index"] != target["index"]:
@@ -346,3 +375,15 @@ async def judged_update(
     patches.append(own)
     update["steps"] = patches
     return NodeResult(update, f"GUI {'passed' if passed else 'failed'} {score}/5")
+
+
+async def _settled(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` if it still runs and wait until it has ended. Its error, if any, reached whoever
+    awaited it; one nobody awaited (the verdict failed first) is dropped with it."""
+    if task is None:
+        return
+    if not task.done():
+        task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # marked retrieved

@@ -6,6 +6,7 @@ those verdicts whether the GUI agent must run, and records a test from each pass
 
 from __future__ import annotations
 
+import asyncio
 from typing import Literal
 
 from webgen_agent.core.context import AgentContext
@@ -83,6 +84,48 @@ async def unmatched_tests(target: Step) -> set[str]:
     return {ReplayVerdict.model_validate(r).test for r in records if r["status"] == "unmatched"}
 
 
+def may_record(run: GuiRun) -> bool:
+    """Whether a verdict could make the run a recorded test: the agent itself answered YES or PARTIAL.
+
+    Such a run is recorded while the verdict model reads it (``start_recording``); any other run is
+    recorded, if its verdict passes it, after the verdict.
+    """
+    return leading_answer(run.final_answer) in ("YES", "PARTIAL")
+
+
+async def recorded_run(
+    context: AgentContext, url: str, run: GuiRun, *, target: Step, instruction: str
+) -> RecordedTest | None:
+    """The run reproduced on a fresh page and replayed once (``record_test``); None when nothing of it
+    replays. Its grade (``covers_all``, ``source_score``) is the verdict's, set by ``record_passing``."""
+    return await record_test(
+        await get_resources().browser(context),
+        url,
+        run,
+        name=f"step-{target['index']}",
+        instruction=instruction,
+        step=target["index"],
+        covers_all=False,
+        score=REGRESSION_SCORE,
+        viewport=(context.viewport_width, context.viewport_height),
+        offline=context.offline_pages,
+    )
+
+
+def start_recording(
+    context: AgentContext, url: str, run: GuiRun, *, target: Step, instruction: str
+) -> asyncio.Task[RecordedTest | None] | None:
+    """Record the run in a task of its own while the verdict is asked for, when a verdict could keep it.
+
+    The recording reads only the run and the site (never the verdict), so starting it before the
+    verdict gives the same test; a verdict that keeps nothing cancels it (``record_passing`` or the
+    caller's ``finally``). None when no verdict could keep this run.
+    """
+    if not may_record(run):
+        return None
+    return asyncio.create_task(recorded_run(context, url, run, target=target, instruction=instruction))
+
+
 async def record_passing(
     state: AgentState,
     context: AgentContext,
@@ -93,29 +136,24 @@ async def record_passing(
     instruction: str,
     passed: bool,
     score: int,
+    recording: asyncio.Task[RecordedTest | None] | None = None,
 ) -> list[ReplayTestRef] | None:
     """The run's recorded tests after a GUI test that passed (or passed in part): None when nothing changes.
 
-    The new test replaces those the agent re-checked because their locators matched nothing.
+    ``recording``: the run's recording started ahead (``start_recording``); without it the run is
+    recorded here. The new test replaces those the agent re-checked because their locators matched nothing.
     """
     covers_all = passed
     if not passed and leading_answer(run.final_answer) != "PARTIAL":
         return None
     resources = get_resources()
-    test = await record_test(
-        await resources.browser(context),
-        url,
-        run,
-        name=f"step-{target['index']}",
-        instruction=instruction,
-        step=target["index"],
-        covers_all=covers_all,
-        score=score,
-        viewport=(context.viewport_width, context.viewport_height),
-        offline=context.offline_pages,
-    )
-    if test is None:
+    if recording is not None:
+        recorded = await recording
+    else:
+        recorded = await recorded_run(context, url, run, target=target, instruction=instruction)
+    if recorded is None:
         return None
+    test = recorded.model_copy(update={"covers_all": covers_all, "source_score": score})
     replaced = await unmatched_tests(target) | {test.name}
     kept = [ref for ref in state.get("replay_tests") or [] if ref["name"] not in replaced]
     ref: ReplayTestRef = {

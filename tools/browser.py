@@ -37,7 +37,7 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
-from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, capture_page
+from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, browser_answers, capture_page
 from webgen_agent.tools.devtools_pipe import DevToolsPipe
 from webgen_agent.tools.origin import NAVIGATION, NO_LOOPBACK_BYPASS, confine_to_origin
 from webgen_agent.tools.page_proxy import PagePolicy, PageProxy, site_of
@@ -228,7 +228,11 @@ class SharedBrowser:
         return launches != self.launches or not self.healthy
 
     async def died(self, launches: int) -> bool:
-        """``died_since``, given a moment for a death just met (a failed call) to be noticed."""
+        """``died_since``, given a moment for a death just met (a failed call) to be noticed. A browser
+        that answers a DevTools round trip now is alive: no wait (a capture of a page that did not
+        render, such as a build error's, no longer costs half a second here)."""
+        if not self.died_since(launches) and self._browser is not None and await browser_answers(self._browser):
+            return self.died_since(launches)
         for _ in range(10):
             if self.died_since(launches):
                 return True

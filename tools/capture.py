@@ -13,6 +13,7 @@ import time
 from urllib.parse import urlsplit
 
 from playwright.async_api import (
+    Browser,
     ConsoleMessage,
     Page,
     Request,
@@ -352,3 +353,18 @@ async def _read_page(page: Page, result: PageCapture, *, step_timeout: float, st
             animations="disabled" if still else "allow",
             timeout=step_timeout * 1000,
         )
+
+
+async def browser_answers(browser: Browser, timeout_s: float = 1.0) -> bool:
+    """Whether ``browser`` answers a DevTools command (``Browser.getVersion``) within ``timeout_s``:
+    a page that failed to load in a browser that answers failed on its own."""
+    try:
+        session = await asyncio.wait_for(browser.new_browser_cdp_session(), timeout_s)
+        try:
+            await asyncio.wait_for(session.send("Browser.getVersion"), timeout_s)
+        finally:
+            with contextlib.suppress(TimeoutError, PlaywrightError):
+                await asyncio.wait_for(session.detach(), timeout_s)
+    except (TimeoutError, PlaywrightError):
+        return False
+    return True
