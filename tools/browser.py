@@ -228,16 +228,14 @@ class SharedBrowser:
         return launches != self.launches or not self.healthy
 
     async def died(self, launches: int) -> bool:
-        """``died_since``, given a moment for a death just met (a failed call) to be noticed. A browser
-        that answers a DevTools round trip now is alive: no wait (a capture of a page that did not
-        render, such as a build error's, no longer costs half a second here)."""
-        if not self.died_since(launches) and self._browser is not None and await browser_answers(self._browser):
-            return self.died_since(launches)
-        for _ in range(10):
+        """``died_since``, given a moment for a death just met (a failed call) to be noticed; none when
+        the browser answers a DevTools round trip (alive: a page that did not render waits no 0.5 s)."""
+        alive = not self.died_since(launches) and self._browser is not None and await browser_answers(self._browser)
+        for _ in range(0 if alive else 10):
             if self.died_since(launches):
                 return True
             await asyncio.sleep(0.05)
-        return False
+        return self.died_since(launches) if alive else False
 
     async def _launch(self) -> None:
         self.launches += 1
