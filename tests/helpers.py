@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil
 from langgraph.checkpoint.base import empty_checkpoint
@@ -23,6 +23,9 @@ from webgen_agent.checkpoints.database import Database
 from webgen_agent.checkpoints.runs import RunRecord
 from webgen_agent.checkpoints.store import BlobStore, iter_project_files
 from webgen_agent.checkpoints.trajectories import Trajectory
+
+if TYPE_CHECKING:
+    from webgen_agent.tools.browser import SharedBrowser
 
 T = TypeVar("T")
 
@@ -261,3 +264,23 @@ def synthetic(
         ]
     run = RunRecord(run_id=run_id, group_id=group, requirement=f"build {group}", status="finished", out_dir="/x")
     return Trajectory(run=run, values={"steps": records, "chosen_step": chosen})
+
+
+def chromium_main(browser: SharedBrowser) -> psutil.Process:
+    """Chromium's main process (inside its sandbox): its parent is no Chromium process, nor is it a crash reporter."""
+    assert browser.pid is not None
+    found = [
+        p
+        for p in psutil.Process(browser.pid).children(recursive=True)
+        if "chrom" in p.name()
+        and "crashpad" not in p.name()
+        and "chrom" not in (p.parent().name() if p.parent() else "")
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+async def kill_chromium(browser: SharedBrowser) -> None:
+    """Chromium dies (a crash, the OOM killer) and the browser has noticed."""
+    chromium_main(browser).kill()
+    await eventually(lambda: not browser.healthy, timeout_s=30, what="the browser noticing it died", off_loop=False)

@@ -13,14 +13,13 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 import pytest_asyncio
 from playwright.async_api import Error as PlaywrightError
 
 import webgen_agent.tools.browser as browser_module
 import webgen_agent.tools.replay.runner as runner_module
-from tests.helpers import eventually
+from tests.helpers import chromium_main, eventually, kill_chromium
 from tests.test_gui_agent import TASK
 from tests.test_replay import site  # noqa: F401 (a fixture: the todo page, served)
 from webgen_agent.tools.browser import SharedBrowser
@@ -58,26 +57,6 @@ async def browser(chromium_path: str, tmp_path_factory: pytest.TempPathFactory) 
     registry = ProcessRegistry(tmp_path_factory.mktemp("relaunch") / "processes.jsonl")
     async with SharedBrowser(chromium_path, registry=registry) as shared:
         yield shared
-
-
-def chromium_main(browser: SharedBrowser) -> psutil.Process:
-    """Chromium's main process (inside its sandbox): its parent is no Chromium process, nor is it a crash reporter."""
-    assert browser.pid is not None
-    found = [
-        p
-        for p in psutil.Process(browser.pid).children(recursive=True)
-        if "chrom" in p.name()
-        and "crashpad" not in p.name()
-        and "chrom" not in (p.parent().name() if p.parent() else "")
-    ]
-    assert len(found) == 1, found
-    return found[0]
-
-
-async def kill_chromium(browser: SharedBrowser) -> None:
-    """Chromium dies (a crash, the OOM killer) and the browser has noticed."""
-    chromium_main(browser).kill()
-    await eventually(lambda: not browser.healthy, timeout_s=30, what="the browser noticing it died", off_loop=False)
 
 
 async def test_a_call_in_flight_on_a_chromium_that_dies_fails_at_once(browser: SharedBrowser) -> None:

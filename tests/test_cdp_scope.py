@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.helpers import CdpClient
+from tests.helpers import CdpClient, kill_chromium
 from tests.test_gui_agent import TASK, TODO_PAGE, TODO_RULES, scripted
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.cdp_scope import connect_browser, scoped_cdp_endpoint
@@ -230,6 +230,18 @@ async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
         assert taken is not None and taken.url == f"{site}/chores.html" and taken.session.is_cdp_connected
         assert await resources.take_gui_session("run-a", 5) is None  # handed out once
         await taken.close()
+
+        # One opened on a Chromium that died (and was relaunched) since is not handed out: its pages are gone.
+        await resources.prepare_gui_session("run-c", 2, f"{site}/todo.html", context)
+        opening = resources._gui_sessions["run-c"][1]
+        await asyncio.wait({opening})  # opened: its page is loaded on this Chromium
+        assert opening.exception() is None and f"{site}/todo.html" in await page_urls(browser)
+        await kill_chromium(browser)
+        assert await resources.browser(context) is browser and browser.healthy  # relaunched
+        stale = await resources.take_gui_session("run-c", 2)
+        if stale is not None:
+            await asyncio.wait_for(stale.close(), 30)
+        assert stale is None, "a GUI session on the dead Chromium was handed out"
 
         await resources.prepare_gui_session("run-b", 1, f"{site}/other.html", context)
     # Closing the resources closes the session nobody took, then the browser.
