@@ -144,11 +144,18 @@ class _Wait:
                 outages.back()
             _log.info("the run database %s is back after %.0fs", self.where, time.monotonic() - self.began)
 
-    def gave_up(self, exc: BaseException) -> DatabaseUnavailable:
-        return DatabaseUnavailable(
-            f"the run database {self.where} stayed unreachable for {self.patience:g}s ({_first_line(exc)}); "
-            "run the same command again to continue from the last checkpoint"
-        )
+    @contextlib.contextmanager
+    def giving_up(self) -> Iterator[None]:
+        """An outage that outlasted the patience leaves the block as ``DatabaseUnavailable`` (one line)."""
+        try:
+            yield
+        except Exception as exc:
+            if not outage(exc):
+                raise
+            raise DatabaseUnavailable(
+                f"the run database {self.where} stayed unreachable for {self.patience:g}s ({_first_line(exc)}); "
+                "run the same command again to continue from the last checkpoint"
+            ) from exc
 
 
 def _retrying_kwargs(wait: _Wait) -> dict[str, object]:
@@ -164,12 +171,8 @@ def _retrying_kwargs(wait: _Wait) -> dict[str, object]:
 def patiently(where: object, statement: Callable[[], T]) -> T:
     """``statement()`` (idempotent), its database outages waited out for the patience."""
     wait = _Wait(str(where), patience_s())
-    try:
+    with wait.giving_up():
         result = Retrying(**_retrying_kwargs(wait))(statement)  # type: ignore[arg-type]
-    except Exception as exc:
-        if outage(exc):
-            raise wait.gave_up(exc) from exc
-        raise
     wait.done()
     return result
 
@@ -177,14 +180,10 @@ def patiently(where: object, statement: Callable[[], T]) -> T:
 async def apatiently(where: object, statement: Callable[[], Awaitable[T]]) -> T:
     """``await statement()`` (idempotent), its database outages waited out for the patience."""
     wait = _Wait(str(where), patience_s())
-    try:
+    with wait.giving_up():
         async for attempt in AsyncRetrying(**_retrying_kwargs(wait)):  # type: ignore[arg-type]
             with attempt:
                 result = await statement()
-    except Exception as exc:
-        if outage(exc):
-            raise wait.gave_up(exc) from exc
-        raise
     wait.done()
     return result
 
