@@ -12,51 +12,47 @@ import json
 
 from webgen_agent.tools.replay.views import RecordedTest, ReplayStep, Target
 
-PLAYWRIGHT_CONFIG = """// Runs the recorded end-to-end tests against the site (npm run dev, or BASE_URL when set).
-import { defineConfig } from '@playwright/test';
 
-const baseURL = process.env.BASE_URL || 'http://127.0.0.1:5173';
+def _playwright_config(headline: str, base_url: str, server_command: str) -> str:
+    """playwright.config for the recorded tests: ``base_url`` and ``server_command`` are JavaScript
+    expressions (the site's own server is started unless BASE_URL names one already running)."""
+    return f"""{headline}
+import {{ defineConfig }} from '@playwright/test';
 
-export default defineConfig({
+{base_url}
+
+export default defineConfig({{
   testDir: './tests/e2e',
   timeout: 30000,
-  expect: { timeout: 3000 },
+  expect: {{ timeout: 3000 }},
   retries: 0,
-  use: {
+  use: {{
     baseURL,
-    launchOptions: process.env.CHROMIUM_PATH ? { executablePath: process.env.CHROMIUM_PATH } : {},
-  },
+    launchOptions: process.env.CHROMIUM_PATH ? {{ executablePath: process.env.CHROMIUM_PATH }} : {{}},
+  }},
   webServer: process.env.BASE_URL
     ? undefined
-    : { command: 'npm run dev -- --host 127.0.0.1 --port 5173', url: baseURL, reuseExistingServer: true },
-});
+    : {{ command: {server_command}, url: baseURL, reuseExistingServer: true }},
+}});
 """
+
+
+PLAYWRIGHT_CONFIG = _playwright_config(
+    "// Runs the recorded end-to-end tests against the site (npm run dev, or BASE_URL when set).",
+    "const baseURL = process.env.BASE_URL || 'http://127.0.0.1:5173';",
+    "'npm run dev -- --host 127.0.0.1 --port 5173'",
+)
 
 # A static site (no package.json) has no dev server: its config serves the folder with the script
 # below, node's own HTTP server (hand-written: the shipped project then needs nothing besides
 # @playwright/test, and node is there wherever Playwright runs).
 STATIC_SERVER_PATH = "tests/e2e/serve.mjs"
-STATIC_PLAYWRIGHT_CONFIG = """// Runs the recorded end-to-end tests against this static site, served from this folder by
-// tests/e2e/serve.mjs (node only), or against BASE_URL when set.
-import { defineConfig } from '@playwright/test';
-
-const port = process.env.PORT || 4173;
-const baseURL = process.env.BASE_URL || `http://127.0.0.1:${port}`;
-
-export default defineConfig({
-  testDir: './tests/e2e',
-  timeout: 30000,
-  expect: { timeout: 3000 },
-  retries: 0,
-  use: {
-    baseURL,
-    launchOptions: process.env.CHROMIUM_PATH ? { executablePath: process.env.CHROMIUM_PATH } : {},
-  },
-  webServer: process.env.BASE_URL
-    ? undefined
-    : { command: `node tests/e2e/serve.mjs ${port}`, url: baseURL, reuseExistingServer: true },
-});
-"""
+STATIC_PLAYWRIGHT_CONFIG = _playwright_config(
+    "// Runs the recorded end-to-end tests against this static site, served from this folder by\n"
+    "// tests/e2e/serve.mjs (node only), or against BASE_URL when set.",
+    "const port = process.env.PORT || 4173;\nconst baseURL = process.env.BASE_URL || `http://127.0.0.1:${port}`;",
+    "`node tests/e2e/serve.mjs ${port}`",
+)
 STATIC_SERVER_JS = """// Serves this site's folder for the recorded end-to-end tests: node's own HTTP server, no dependencies.
 import { createServer } from 'node:http';
 import { readFile, stat } from 'node:fs/promises';
