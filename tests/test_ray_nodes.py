@@ -1,7 +1,7 @@
 """A rollout across two Ray nodes on this machine (Ray's own ``cluster_utils.Cluster``, as Ray's tests
 run several nodes on one host) that loses one of them mid-way: its actor's trajectories continue on
 a replacement node. Each node has its own state folder (process registry, dependency cache) through
-its own environment; both share the PostgreSQL database (docs/scaling.md)."""
+its own environment; both share the PostgreSQL database (docs/scale.md)."""
 
 from __future__ import annotations
 
