@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from filelock import AsyncFileLock, FileLock
 
 # Plugins of the suite: the e2e marker means what it says; a shared fixture's failure is reported once.
 pytest_plugins = ["tests.e2e_guard", "tests.fixture_failures"]
@@ -81,9 +82,20 @@ class ViteTemplate:
         return dest
 
 
+def shared_by_workers(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A session folder that pytest-xdist's workers share (their base folders' parent), or this
+    session's own when the suite runs in one process."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def deps_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("deps-cache")
+    """One dependency cache for the whole suite, also across xdist workers: its entries are renamed
+    into place, so workers storing and restoring at once is safe (tools/site/depcache.py)."""
+    return shared_by_workers(tmp_path_factory, "deps-cache")
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -100,10 +112,12 @@ async def vite_template(tmp_path_factory: pytest.TempPathFactory, deps_cache_dir
     warm = tmp_path_factory.mktemp("vite-warm")
     shutil.copytree(source, warm, dirs_exist_ok=True)
     runner = SiteRunner(warm, registry=None, log_dir=warm.parent / "vite-warm-logs", deps_cache_dir=deps_cache_dir)
-    try:
-        result = await runner.ensure_dependencies()
-    finally:
-        await runner.stop()
+    # One worker installs; the others wait, then restore the cached tree.
+    async with AsyncFileLock(deps_cache_dir.parent / "vite-template.lock"):
+        try:
+            result = await runner.ensure_dependencies()
+        finally:
+            await runner.stop()
     if result.error:
         pytest.fail(f"installing the Vite template failed:\n{result.error}")
     return ViteTemplate(source=source, deps_cache_dir=deps_cache_dir, install_s=result.seconds)
@@ -140,14 +154,20 @@ def playwright_test_dir(deps_cache_dir: Path) -> Path | str:
     """@playwright/test installed once per session (the newest release of the Python Playwright's minor
     version: npm's package can lag the Python one by a patch release) into a folder of the shared
     dependency cache; npm's error when it cannot install it (no registry here)."""
+
+    folder = deps_cache_dir / "playwright-test"
+    with FileLock(deps_cache_dir.parent / "playwright-test.lock"):  # one xdist worker installs it
+        if (folder / "node_modules" / ".bin" / "playwright").exists():
+            return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        return _install_playwright_test(folder)
+
+
+def _install_playwright_test(folder: Path) -> Path | str:
     import importlib.metadata
     import os
     import subprocess
 
-    folder = deps_cache_dir / "playwright-test"
-    if (folder / "node_modules" / ".bin" / "playwright").exists():
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
     major, minor = importlib.metadata.version("playwright").split(".")[:2]
     done = subprocess.run(
         ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", f"@playwright/test@~{major}.{minor}.0"],
