@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.prompt import Prompt
 
+from webgen_agent.apps import ctrl_c
 from webgen_agent.apps.progress import ProgressView
 from webgen_agent.core.views import REVIEW_POINTS, ReviewDecision, ReviewPoint, ReviewRequest, review_decision
 
@@ -179,7 +180,8 @@ class TerminalReviewer:
 async def run_with_review(console: Console, title: str, start: Callable[..., Awaitable[Any]]) -> Any:
     """``start(on_event, reviewer)`` under the live progress view, with a terminal reviewer."""
     with ProgressView(console, title) as view:
-        return await start(view.on_event, TerminalReviewer(console, view))
+        # After Ctrl-C the run's next progress event stops it (apps/ctrl_c.py).
+        return await start(ctrl_c.checked(view.on_event), TerminalReviewer(console, view))
 
 
 def waiting_line(request: ReviewRequest) -> str:

@@ -157,6 +157,9 @@ class _SqliteRuns:
         self._write(lambda: self.table.delete_where("run_id = ?", [run_id]))
 
 
+_IMPORTING = threading.Lock()
+
+
 def sqlite_utils() -> Any:
     """sqlite-utils, imported without pandas and numpy when they are not loaded yet.
 
@@ -165,18 +168,24 @@ def sqlite_utils() -> Any:
     ``report``, export) start about 0.25 s later. Hidden for the import alone (an entry of None in
     ``sys.modules`` makes an import raise ImportError), then left importable as before.
     """
-    if "sqlite_utils" in sys.modules:
-        return sys.modules["sqlite_utils"]
-    hidden = [name for name in ("pandas", "numpy") if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        import sqlite_utils as module
-    finally:
+    with _IMPORTING:
+        # Hiding is only safe while no other thread can import: a thread of a server importing pandas
+        # meanwhile would fail, and one calling here would get the module half made. A plain import
+        # waits for another thread's import of the same module to finish.
+        if "sqlite_utils" in sys.modules or threading.active_count() > 1:
+            import sqlite_utils as module
+
+            return module
+        hidden = [name for name in ("pandas", "numpy") if name not in sys.modules]
         for name in hidden:
-            if sys.modules.get(name) is None:
-                del sys.modules[name]
-    return module
+            sys.modules[name] = None  # type: ignore[assignment]
+        try:
+            import sqlite_utils as module
+        finally:
+            for name in hidden:
+                if sys.modules.get(name) is None:
+                    del sys.modules[name]
+        return module
 
 
 def _python_type(name: str) -> type:

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -272,6 +273,7 @@ async def test_page_that_never_loads_ends_at_the_deadline() -> None:
 def attached_chromium(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
     """A Chromium started outside the GUI agent, and its DevTools URL."""
     profile = tmp_path / "profile"
+    sockets = tempfile.mkdtemp(prefix="cdp-")
     chromium = subprocess.Popen(
         [
             CHROMIUM,
@@ -288,19 +290,27 @@ def attached_chromium(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
             "about:blank",
         ],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(tmp_path)},  # its socket folder lands here, not in /tmp
+        stderr=(tmp_path / "chromium.log").open("wb"),
+        # Its socket folder lands in a folder of its own, with a short path: a unix socket's path holds
+        # 107 bytes at most, which a pytest-xdist worker's tmp_path can pass.
+        env={**os.environ, "TMPDIR": sockets},
     )
     try:
         port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 20
-        while not (port_file.exists() and port_file.read_text().strip()) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 90  # a loaded machine starts Chromium slowly
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert chromium.poll() is None, (
+                f"Chromium exited ({chromium.returncode}) before it listened: "
+                + (tmp_path / "chromium.log").read_text(errors="replace")[-2000:]
+            )
+            assert time.monotonic() < deadline, "Chromium wrote no DevToolsActivePort in 90 s"
             time.sleep(0.05)
         port = port_file.read_text().split()[0]
         yield chromium, f"http://127.0.0.1:{port}"
     finally:
         chromium.terminate()
         chromium.wait(timeout=10)
+        shutil.rmtree(sockets, ignore_errors=True)
 
 
 @pytest.mark.e2e

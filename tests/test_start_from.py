@@ -85,7 +85,7 @@ def test_a_run_from_a_folder_judges_it_as_it_is_and_improves_it(tmp_path: Path, 
     assert "imported-project" in sent[2] and "Bean There" in sent[2] and "logo.bin" in sent[2]
     assert "outside" not in (out / "site").iterdir().__repr__()
 
-    history = cli("history", "mine", "--db", str(db))
+    history = cli("history", "mine", "--db", str(db), env={"COLUMNS": "200"})  # wide enough for the role column
     assert history.returncode == 0 and "import" in history.stdout, history.stdout
     assert cli("report", "mine", "--db", str(db)).returncode == 0
     report = (out / "report.html").read_text()

@@ -158,7 +158,9 @@ async def studio(studio_server: DevServer) -> StudioSession:
 
 
 def _updated_nodes(parts: list[tuple[str, Any]]) -> list[str]:
-    return [node for event, data in parts if event == "updates" for node in data]
+    """The graph's nodes in the order of their updates (the coder calls' kept results, updates of the
+    ``coder_reply`` task, left out)."""
+    return [node for event, data in parts if event == "updates" for node in data if node != "coder_reply"]
 
 
 def _progress(parts: list[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -225,6 +227,8 @@ def test_stream_yields_node_updates_and_progress_events(studio: StudioSession) -
     assert errors == [], studio.log
     updated = _updated_nodes(studio.parts)
     assert updated[0] == "generator" and updated[-1] == "finalize"
+    # Each coder reply is kept as it arrives (nodes/coding.py): Studio shows it as a task update.
+    assert any("coder_reply" in data for event, data in studio.parts if event == "updates")
     assert set(updated) == NODES - {"backtrack"}
     progress = _progress(studio.parts)
     ends = [e for e in progress if e["phase"] == "end"]

@@ -101,11 +101,14 @@ def run_async(coro: Any, *, run_id: str | None = None) -> Any:
     """Run ``coro``; Ctrl-C stops it with one line saying how to continue ``run_id`` (the run it drives)."""
     import asyncio
 
+    from webgen_agent.apps import ctrl_c
     from webgen_agent.apps.cli.library_logs import report_library_logs
 
     try:
-        return asyncio.run(coro)
-    except KeyboardInterrupt:
+        return asyncio.run(ctrl_c.stopped_by_ctrl_c(coro))
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        if isinstance(exc, asyncio.CancelledError) and not ctrl_c.pressed():
+            raise
         how = (
             f"continue with `webgen-agent resume {run_id}`"
             if run_id

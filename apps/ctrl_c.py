@@ -1,0 +1,64 @@
+"""Ctrl-C stops a run, even when something under it swallows the cancellation Ctrl-C causes.
+
+asyncio's own handler cancels the main task once. Seen under load: a run interrupted early went on
+to finish all its steps and exit 0, so one cancellation was lost somewhere below the graph (Python
+3.11's ``asyncio.wait_for`` drops a cancellation that lands as its inner call completes). Cancelling
+again on a timer would also cut short the clean-up a cancelled run does (stopping its servers), so the
+run is cancelled again only when it shows it went on: its next progress event (``check``). A second
+Ctrl-C stops at once, as asyncio's does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_pressed = threading.Event()
+
+
+def pressed() -> bool:
+    """Whether Ctrl-C was pressed during the command's run."""
+    return _pressed.is_set()
+
+
+def check() -> None:
+    """Called as a run reports progress: after Ctrl-C, the run goes no further."""
+    if _pressed.is_set():
+        raise asyncio.CancelledError("Ctrl-C")
+
+
+def checked(on_event: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``on_event`` that first ``check``s."""
+
+    def on_checked_event(event: Any) -> None:
+        check()
+        on_event(event)
+
+    return on_checked_event
+
+
+async def stopped_by_ctrl_c(work: Awaitable[T]) -> T:
+    """``await work``; Ctrl-C cancels it (once: ``check`` stops a run that goes on anyway)."""
+    _pressed.clear()
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if _pressed.is_set():
+            raise KeyboardInterrupt  # the second Ctrl-C: at once
+        _pressed.set()
+        if task is not None:
+            loop.call_soon_threadsafe(task.cancel)
+
+    if threading.current_thread() is not threading.main_thread():
+        return await work  # signals reach the main thread only: nothing to install
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        return await work
+    finally:
+        signal.signal(signal.SIGINT, previous)
