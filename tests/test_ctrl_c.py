@@ -36,7 +36,12 @@ def test_a_run_that_swallowed_its_cancellation_stops_at_its_next_progress_event(
         return await work
 
     console = Console(file=io.StringIO())
-    with pytest.raises(typer.Exit) as stopped:
-        run_async(ctrl_c_during(run_with_review(console, "run r", start)), run_id="r")
+    # As in a terminal (a pytest-xdist worker ignores Ctrl-C).
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(typer.Exit) as stopped:
+            run_async(ctrl_c_during(run_with_review(console, "run r", start)), run_id="r")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the command put it back
+    finally:
+        signal.signal(signal.SIGINT, outside)
     assert stopped.value.exit_code == 130 and went_on == []
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the command put it back
