@@ -76,7 +76,7 @@ async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[s
     workspace = base / f"{mode}-{rep}"
     _write(workspace, app_files("Todos, version 0", with_dependency=True))
     runner = SiteRunner(workspace, log_dir=base / f"logs-{mode}-{rep}", sandbox=MODES[mode])
-    figures: dict[str, list[float]] = {"dependency": [], "start": [], "source": []}
+    figures: dict[str, list[float]] = {"dependency": [], "start": [], "source": [], "second_loads": []}
     try:
         installed = await runner.ensure_dependencies()
         if installed.error:
@@ -97,7 +97,14 @@ async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[s
             result = await runner.ensure_running({"src/App.jsx"}, served_before=before)
             assert result.ok and result.url is not None and not result.server_restarted, result
             await _load(page, result.url)
-            await page.wait_for_selector(f"text={heading}", timeout=60_000)
+            try:
+                await page.wait_for_selector(f"text={heading}", timeout=20_000)
+            except PlaywrightError:
+                # Seen once (CI-like quick run, 2026-12-05): the page never showed the edit. Loaded again and counted,
+                # so the figures say it happened instead of the round failing.
+                figures["second_loads"].append(1.0)
+                await _load(page, result.url)
+                await page.wait_for_selector(f"text={heading}", timeout=60_000)
             figures["source"].append(time.monotonic() - clock)
             runner.note_page(["/src/App.jsx"])
         await page.close()
@@ -108,7 +115,9 @@ async def one_round(base: Path, mode: str, rep: int, browser: Browser) -> dict[s
 
 async def main() -> dict[str, float]:
     print_header("sandbox and network namespace: dependency and source-only steps, side by side")
-    collected: dict[str, dict[str, list[float]]] = {m: {"dependency": [], "start": [], "source": []} for m in MODES}
+    collected: dict[str, dict[str, list[float]]] = {
+        m: {"dependency": [], "start": [], "source": [], "second_loads": []} for m in MODES
+    }
     with tempfile.TemporaryDirectory(prefix="webgen-bench-netns-") as scratch:
         base = Path(scratch)
         async with async_playwright() as playwright:
@@ -132,6 +141,9 @@ async def main() -> dict[str, float]:
             f"   (ranges: dependency {min(measured['dependency']):.2f}-{max(measured['dependency']):.2f}, "
             f"source {min(measured['source']):.3f}-{max(measured['source']):.3f})"
         )
+    second_loads = sum(len(measured["second_loads"]) for measured in collected.values())
+    figures["second_loads"] = float(second_loads)
+    print(f"source-only steps whose page showed the edit only when loaded again: {second_loads}")
     for name in ("dependency", "start", "source"):
         figures[f"{name}_netns_ratio"] = round(figures[f"{name}_own_s"] / figures[f"{name}_shared_s"], 3)
         figures[f"{name}_sandbox_ratio"] = round(figures[f"{name}_own_s"] / figures[f"{name}_off_s"], 3)
