@@ -55,9 +55,7 @@ async def stopped_by_ctrl_c(work: Awaitable[T]) -> T:
         if task is not None:
             loop.call_soon_threadsafe(task.cancel)
 
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    ):
+    if threading.current_thread() is not threading.main_thread() or (signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
         # Signals reach the main thread only; and a process started with Ctrl-C ignored (a background
         # job) keeps ignoring it, as asyncio's own handler leaves it.
         return await work
