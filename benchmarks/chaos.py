@@ -50,14 +50,6 @@ CODER_DELAY_S = 1.0
 REQUIREMENT = "A coffee-shop landing page with a button that shows the opening hours."
 
 
-def _slow_coder(scenario: Scenario) -> Scenario:
-    """The scenario, its coder answering after CODER_DELAY_S."""
-    rules = [
-        r.model_copy(update={"delay_s": CODER_DELAY_S}) if r.model == "scripted-coder" else r for r in scenario.rules
-    ]
-    return scenario.model_copy(update={"rules": rules})
-
-
 def _actor_pids(pool: Any) -> list[int]:
     return [int(actor.where["pid"]) for actor in pool._actors if actor.where]
 
@@ -183,7 +175,12 @@ async def main() -> dict[str, float]:
     os.environ["WEBGEN_STATE_DIR"] = str(base / "state")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    with throwaway_cluster() as cluster, ScriptedServer(_slow_coder(Scenario.load(scenario_path("landing")))) as server:
+    with (
+        throwaway_cluster() as cluster,
+        ScriptedServer(
+            Scenario.load(scenario_path("landing")).with_delay(CODER_DELAY_S, model="scripted-coder")
+        ) as server,
+    ):
         ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
         try:
             results = {}

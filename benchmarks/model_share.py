@@ -89,8 +89,7 @@ class NodeClock:
 
 def slow_demo(delay_s: float = MODEL_DELAY_S) -> Scenario:
     """The demo scenario with every model answer delayed by ``delay_s``."""
-    demo = Scenario.load(scenario_path("demo"))
-    return demo.model_copy(update={"rules": [r.model_copy(update={"delay_s": delay_s}) for r in demo.rules]})
+    return Scenario.load(scenario_path("demo")).with_delay(delay_s)
 
 
 async def warm_cache(base: Path, cache: Path) -> None:

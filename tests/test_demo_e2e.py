@@ -72,15 +72,7 @@ async def test_a_slow_grade_hides_the_gui_sessions_start(tmp_path: Path, chromiu
     from webgen_agent.checkpoints.store import BlobStore
     from webgen_agent.graph.api import run_requirement
 
-    demo = Scenario.load(scenario_path("demo"))
-    slow_grades = demo.model_copy(
-        update={
-            "rules": [
-                rule.model_copy(update={"delay_s": 1.5}) if rule.schema_name == "ScreenshotJudgement" else rule
-                for rule in demo.rules
-            ]
-        }
-    )
+    slow_grades = Scenario.load(scenario_path("demo")).with_delay(1.5, schema="ScreenshotJudgement")
     db = tmp_path / "webgen.db"
     with ScriptedServer(slow_grades) as server:
         context = scripted_context(server.base_url, max_steps=8).model_copy(update={"chromium": chromium_path})

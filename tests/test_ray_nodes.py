@@ -42,15 +42,7 @@ async def test_a_rollout_across_two_nodes_survives_losing_one(tmp_path: Path, po
     records = [BenchRecord.model_validate({"id": "cafe", "instruction": REQUIREMENT, "ui_instruct": []})]
     specs = plan_rollout(records, samples=4, name="n")
     # A slow grade gives every step a window in which the lost machine's actor holds a run mid-way.
-    landing = Scenario.load(scenario_path("landing"))
-    slow = landing.model_copy(
-        update={
-            "rules": [
-                rule.model_copy(update={"delay_s": 2.0}) if rule.schema_name == "ScreenshotJudgement" else rule
-                for rule in landing.rules
-            ]
-        }
-    )
+    slow = Scenario.load(scenario_path("landing")).with_delay(2.0, schema="ScreenshotJudgement")
     try:
         ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
         with ScriptedServer(slow) as server:

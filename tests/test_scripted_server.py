@@ -532,3 +532,17 @@ def test_agent_step_turn_comes_from_step_info(server: ScriptedServer) -> None:
     content = json.loads(answer.json()["choices"][0]["message"]["content"])
     assert [next(iter(a)) for a in content["action"]] == ["scroll", "wait"]
     assert server.requests[-1].agent_step and server.requests[-1].turn == 3
+
+
+def test_with_delay_slows_only_the_rules_it_names() -> None:
+    from webgen_agent.apps.demo import scenario_path
+
+    landing = Scenario.load(scenario_path("landing"))
+    judged = landing.with_delay(2.0, schema="ScreenshotJudgement")
+    assert [r.delay_s for r in judged.rules] == [
+        2.0 if r.schema_name == "ScreenshotJudgement" else r.delay_s for r in landing.rules
+    ]
+    assert any(r.delay_s == 2.0 for r in judged.rules) and any(r.delay_s == 0 for r in judged.rules)
+    coder = landing.with_delay(1.0, model="scripted-coder")
+    assert {r.model for r in coder.rules if r.delay_s == 1.0} == {"scripted-coder"}
+    assert all(r.delay_s == 0.5 for r in landing.with_delay(0.5).rules)

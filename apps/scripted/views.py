@@ -187,6 +187,17 @@ class Scenario(BaseModel):
             raise ScenarioError(f"{path}: invalid scenario: {exc}") from None
         return scenario.with_files_loaded(path.parent)
 
+    def with_delay(self, delay_s: float, *, model: str | None = None, schema: str | None = None) -> Scenario:
+        """The scenario with the rules of ``model`` (and ``schema``), or every rule, answering after
+        ``delay_s``: a model that takes time, so a test or benchmark can act while a call is under way."""
+        rules = [
+            rule.model_copy(update={"delay_s": delay_s})
+            if (model is None or rule.model == model) and (schema is None or rule.schema_name == schema)
+            else rule
+            for rule in self.rules
+        ]
+        return self.model_copy(update={"rules": rules})
+
     def with_files_loaded(self, base_dir: Path) -> Scenario:
         """Replace each ``content_file`` by its text, so answering never touches the disk."""
         rules: list[Rule] = []
