@@ -1,11 +1,13 @@
 """Ctrl-C stops a run, even when something under it swallows the cancellation Ctrl-C causes.
 
 asyncio's own handler cancels the main task once. Seen under load: a run interrupted early went on
-to finish all its steps and exit 0, so one cancellation was lost somewhere below the graph (Python
-3.11's ``asyncio.wait_for`` drops a cancellation that lands as its inner call completes). Cancelling
-again on a timer would also cut short the clean-up a cancelled run does (stopping its servers), so the
-run is cancelled again only when it shows it went on: its next progress event (``check``). A second
-Ctrl-C stops at once, as asyncio's does.
+to finish all its steps and exit 0. One possible cause is a cancellation lost below the graph
+(Python 3.11's ``asyncio.wait_for`` can drop one that lands as its inner call completes); against
+that, the run is cancelled again when it shows it went on: its next progress event (``check``).
+Cancelling again on a timer would also cut short the clean-up a cancelled run does (stopping its
+servers). A second Ctrl-C stops at once, as asyncio's does. Not covered: the same symptom was seen
+once more with this in place, so the signal itself may not reach the handler; the cause is not
+known (docs/cli.md).
 """
 
 from __future__ import annotations
