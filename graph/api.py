@@ -38,7 +38,7 @@ from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
 from webgen_agent.nodes.local_dirs import agent_paths
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
-from webgen_agent.tools.browser import browser_unconfined_warning
+from webgen_agent.tools.browser_command import browser_unconfined_warning
 from webgen_agent.tools.limits import limit_warnings
 from webgen_agent.tools.netns import shared_network_warning
 from webgen_agent.tools.sandbox import UNCONFINED_WARNING, require_sandbox

@@ -256,7 +256,6 @@ async def run_agent(
     prepared = await resources.take_gui_session(state["run_id"], target["index"]) if state.get("run_id") else None
     browser = await resources.browser(context)
     cdp_url = browser.ws_url  # runs share this Chromium; each agent sees a context of its own
-    launches = browser.launches
     url = served.url
     chromium = await asyncio.to_thread(find_chromium, context.chromium)
 
@@ -286,15 +285,16 @@ async def run_agent(
             prepared=ahead,
         )
 
-    # A test the model endpoint broke off says nothing about the site: wait the endpoint out and
-    # test again (then on the fallback); if it stays down, stop the run (resumable), unscored.
-    run = await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
-    if browser.died_since(launches):
-        # Chromium died under the test (crashed, killed, out of memory): not the site's fault. It is
-        # relaunched and the test run once more from the start.
-        cdp_url = (await browser.start()).ws_url
-        prepared = None
-        run = await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
+    async def tested() -> GuiRun:
+        nonlocal cdp_url
+        cdp_url = browser.ws_url  # read as it starts: a relaunched Chromium has a new one
+        # A test the model endpoint broke off says nothing about the site: wait the endpoint out and
+        # test again (then on the fallback); if it stays down, stop the run (resumable), unscored.
+        return await wait_out(context.vlm, "vlm", gui_run, lambda r: r.errors[-1] if r.endpoint_down else None)
+
+    # Chromium dying under the test (crashed, killed, out of memory) is not the site's fault, and a
+    # test it cut short ends without an error: any test it died under is run once more from the start.
+    run = await browser.once_more_if_died(tested, failed=lambda _: True, errors=(), what=f"testing {url}")
     if run.endpoint_down:
         raise ModelCallError(f"vlm model {context.vlm.model!r} (GUI agent): {run.errors[-1]}")
     return run

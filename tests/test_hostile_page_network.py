@@ -31,7 +31,8 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from tests.helpers import CdpClient
 from webgen_agent.tools import page_proxy
-from webgen_agent.tools.browser import CHROMIUM_FLAGS, SharedBrowser
+from webgen_agent.tools.browser import SharedBrowser
+from webgen_agent.tools.browser_command import CHROMIUM_FLAGS
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.page_proxy import PagePolicy, public_address
 

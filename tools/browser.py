@@ -8,7 +8,7 @@ same browser instead of starting its own, each client confined to a browser cont
 (``tools/cdp_scope.py``).
 
 Pages are the one way untrusted content reaches the browser, so Chromium runs confined
-(``browser_command``): in a bubblewrap sandbox of its own that shows the system's programs and its
+(``tools/browser_command.py``): in a bubblewrap sandbox of its own that shows the system's programs and its
 profile folder only, as an unprivileged user when the agent is root, with Chromium's own sandbox
 on. Where bubblewrap cannot run it starts unconfined and ``SharedBrowser.confinement`` says so.
 """
@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 from playwright.async_api import (
     Browser,
@@ -37,113 +36,22 @@ from playwright.async_api import (
 )
 from playwright.async_api import Error as PlaywrightError
 
+from webgen_agent.tools.browser_command import browser_command, browser_user
 from webgen_agent.tools.capture import MAX_ITEMS, PageCapture, browser_answers, capture_page
 from webgen_agent.tools.devtools_pipe import DevToolsPipe
 from webgen_agent.tools.origin import NAVIGATION, NO_LOOPBACK_BYPASS, confine_to_origin
 from webgen_agent.tools.page_proxy import PagePolicy, PageProxy, site_of
 from webgen_agent.tools.process import ManagedProcess, ProcessRegistry
-from webgen_agent.tools.sandbox import sandbox_problem, system_binds
 
 logger = logging.getLogger(__name__)
+
+_BASH = shutil.which("bash") or "/bin/bash"
+
+T = TypeVar("T")
 
 
 class BrowserGone(PlaywrightError):
     """Chromium went away under a call (it died, or another caller is relaunching it): a death."""
-
-
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--remote-debugging-pipe",  # DevTools on fds 3 and 4; never a port
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--no-default-browser-check",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    # Pages of concurrent runs sit in windows of their own, all but one in the background: without
-    # these, Chromium throttles their timers and frames and a screenshot waits for a frame.
-    "--disable-background-timer-throttling",
-    "--disable-backgrounding-occluded-windows",
-    "--disable-renderer-backgrounding",
-    # Chromium 15x opens the address bar's popup as two hidden WebUI pages per window, i.e. per
-    # browser context here: a renderer (~60 MB) for nothing in a headless browser.
-    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup",
-    # WebRTC's UDP cannot go through the page proxy: none at all, its TCP only through the proxy.
-    # (The older --force-webrtc-ip-handling-policy is ignored by Chromium 156: STUN packets still left.)
-    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
-)
-
-# Chromium's view when confined: the system folders and /etc entries every sandbox shows
-# (``sandbox.system_binds``), what a browser reads besides (fonts, its own settings), its profile.
-# Nothing of the agent's: no homes, no database, no runs folder.
-_BROWSER_EXTRAS = ("/etc/fonts", "/etc/chromium", "/etc/chromium.d", "/var/cache/fontconfig")
-_BASH = shutil.which("bash") or "/bin/bash"
-_UNPRIVILEGED_UID = 65534  # "nobody": a root agent's Chromium runs as this user, never as root
-
-
-def browser_user() -> int | None:
-    """The uid Chromium runs as: None (the agent's own) unless the agent is root."""
-    return _UNPRIVILEGED_UID if os.geteuid() == 0 else None
-
-
-def _jail_args(chromium_path: str, profile: Path, uid: int) -> list[str]:
-    args = ["bwrap", "--clearenv", "--unshare-user", "--uid", str(uid), "--gid", str(uid)]
-    # Its own pid, ipc and uts namespaces; the host's network (pages load the site's forwarded port
-    # and public resources). No --disable-userns: Chromium's own sandbox makes user namespaces.
-    args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--cap-drop", "ALL"]
-    args += system_binds()
-    for extra in _BROWSER_EXTRAS:
-        args += ["--ro-bind-try", extra, extra]
-    install = Path(chromium_path).resolve().parent  # e.g. Playwright's download under a home folder
-    if not install.is_relative_to("/usr"):
-        args += ["--ro-bind", str(install), str(install)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--size", str(512 * 1024 * 1024), "--tmpfs", "/tmp"]
-    args += ["--bind", str(profile), str(profile), "--chdir", str(profile)]
-    for name, value in {"HOME": "/tmp", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}.items():
-        args += ["--setenv", name, value]
-    return [*args, "--"]
-
-
-@functools.cache
-def _jail_problem(uid: int | None) -> str | None:
-    """Why Chromium cannot run in its own bubblewrap sandbox here (as ``uid``); None when it can."""
-    problem = sandbox_problem()
-    if problem is not None:
-        return problem
-    argv = ["bwrap", "--unshare-user", "--unshare-pid", "--ro-bind", "/", "/", "--", "true"]
-    switch = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, **switch)  # type: ignore[call-overload]
-    except (OSError, subprocess.SubprocessError) as error:
-        return str(error)
-    if done.returncode != 0:
-        return (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-    return None
-
-
-def browser_unconfined_warning() -> str | None:
-    """One line for the run's warnings when Chromium cannot get its own sandbox here; None when it can."""
-    problem = _jail_problem(browser_user())
-    if problem is None:
-        return None
-    return (
-        f"Chromium runs unconfined: its bubblewrap sandbox cannot start ({problem}); pages can read what its user can."
-    )
-
-
-def browser_command(chromium_path: str, profile: Path) -> tuple[list[str], str]:
-    """Chromium's argv (confined where the host allows) and a one-line account of its confinement."""
-    uid = browser_user()
-    chromium = [chromium_path, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"]
-    as_user = "" if uid is None else f" as uid {uid}"
-    problem = _jail_problem(uid)
-    if problem is None:
-        inner = uid if uid is not None else os.geteuid()
-        return [*_jail_args(chromium_path, profile, inner), *chromium], f"bubblewrap{as_user}, Chromium's sandbox on"
-    # Unconfined: Chromium's own sandbox needs user namespaces too, which the host just refused.
-    return [chromium[0], "--no-sandbox", *chromium[1:]], f"UNCONFINED{as_user}: {browser_unconfined_warning()}"
 
 
 class SharedBrowser:
@@ -236,6 +144,34 @@ class SharedBrowser:
                 return True
             await asyncio.sleep(0.05)
         return self.died_since(launches) if alive else False
+
+    async def once_more_if_died(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        *,
+        what: str,
+        failed: Callable[[T], bool] = lambda _: False,
+        errors: tuple[type[BaseException], ...] = (PlaywrightError,),
+    ) -> T:
+        """``operation`` on the running Chromium; when Chromium died under it (crashed, killed, out of
+        memory), relaunched and ``operation`` run once more: a dead browser is not the page's fault.
+
+        It died under ``operation`` when ``operation`` raised one of ``errors`` (others propagate) or
+        returned a result that ``failed`` calls a failure, and ``died`` finds that the Chromium it ran
+        on died or was replaced since. The second run's outcome is final; ``what`` names it in the log."""
+        for last in (False, True):
+            await self.start()
+            launches = self.launches
+            try:
+                result = await operation()
+            except errors:
+                if last or not await self.died(launches):
+                    raise
+            else:
+                if last or not (failed(result) and await self.died(launches)):
+                    return result
+            logger.warning("Chromium died while %s: relaunched, once more", what)
+        raise AssertionError("unreachable")
 
     async def _launch(self) -> None:
         self.launches += 1
@@ -418,7 +354,8 @@ class SharedBrowser:
         self, url: str, *, viewport: tuple[int, int] = (1280, 800), offline: bool = False
     ) -> AsyncIterator[Page]:
         """A fresh page (a new context) under a capture's network policy for ``url``'s site, not yet
-        loaded; closed with its context on exit. For replaying recorded tests (``tools/replay``)."""
+        loaded; closed with its context on exit. For replaying recorded tests (``tools/replay``), which
+        open it and use it under ``once_more_if_died``."""
         if self._capture_slots is None:
             self._capture_slots = asyncio.Semaphore(self.max_captures)
         async with self._capture_slots:
@@ -431,49 +368,28 @@ class SharedBrowser:
                 self._prepare_spare(viewport)
 
     async def _confined(self, url: str, viewport: tuple[int, int], offline: bool) -> tuple[BrowserContext, Page]:
-        """A fresh page under ``url``'s policy; made again on a relaunched Chromium if it died meanwhile."""
-        for attempt in (1, 2):
-            await self.start()
-            launches = self.launches
-            context: BrowserContext | None = None
-            try:
-                context, page = await self._fresh_page(viewport)
-                self._proxy_of(context).policy = PagePolicy(site=site_of(url), offline=offline)
-                await confine_to_origin(context, page, url, offline=offline)
-                return context, page
-            except BaseException as error:
-                if context is not None:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(context.close(), 5)
-                if attempt == 2 or not isinstance(error, PlaywrightError) or not await self.died(launches):
-                    raise
-            logger.warning("Chromium died while a page for %s was opened: relaunched, opening it again", url)
-        raise AssertionError("unreachable")
+        """A fresh page under ``url``'s policy. Not made again if Chromium dies meanwhile: a caller runs
+        its whole use of the page, the opening included, under ``once_more_if_died``."""
+        await self.start()
+        context, page = await self._fresh_page(viewport)
+        try:
+            self._proxy_of(context).policy = PagePolicy(site=site_of(url), offline=offline)
+            await confine_to_origin(context, page, url, offline=offline)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(context.close(), 5)
+            raise
+        return context, page
 
     async def _capture(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None
     ) -> PageCapture:
-        """One capture; when Chromium died during it (crashed, killed, out of memory), it is
-        relaunched and the capture made once more: a dead browser is not the page's fault."""
-        for attempt in (1, 2):
-            await self.start()
-            launches = self.launches
-            try:
-                capture = await self._capture_once(
-                    url, viewport=viewport, timeout_s=timeout_s, offline=offline, wait_s=wait_s
-                )
-            except PlaywrightError:
-                if attempt == 2 or not await self.died(launches):
-                    raise
-                continue
-            if (
-                attempt == 2
-                or not (capture.load_error or capture.blank or not capture.png)
-                or not await self.died(launches)
-            ):
-                return capture
-            logger.warning("Chromium died while capturing %s: relaunched, capturing again", url)
-        raise AssertionError("unreachable")
+        """One capture; made once more when Chromium died during it (``once_more_if_died``)."""
+        return await self.once_more_if_died(
+            lambda: self._capture_once(url, viewport=viewport, timeout_s=timeout_s, offline=offline, wait_s=wait_s),
+            failed=lambda capture: bool(capture.load_error or capture.blank or not capture.png),
+            what=f"capturing {url}",
+        )
 
     async def _capture_once(
         self, url: str, *, viewport: tuple[int, int], timeout_s: float, offline: bool, wait_s: float | None

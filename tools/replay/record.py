@@ -173,17 +173,16 @@ async def recorded_steps(
 ) -> list[ReplayStep] | None:
     """``record_steps`` on a fresh page; recorded again once when Chromium died under it (crashed,
     killed): what a dead browser cut short is not the site's behaviour. None when nothing replays."""
-    for last in (False, True):
+
+    async def record() -> list[ReplayStep] | None:
         async with browser.confined_page(url, viewport=viewport, offline=offline) as page:
-            launches = browser.launches  # the Chromium this page lives in
             try:
-                steps: list[ReplayStep] | None = await record_steps(page, url, run)
+                return await record_steps(page, url, run)
             except (AssertionError, PlaywrightError, Unmatched):
-                steps = None
-        died = browser.died_since(launches) or (steps is None and await browser.died(launches))
-        if last or not died:
-            return steps
-    raise AssertionError("unreachable")
+                return None
+
+    # Any recording: one that a death cut short ends early without an error.
+    return await browser.once_more_if_died(record, failed=lambda _: True, what=f"recording a test of {url}")
 
 
 async def record_test(

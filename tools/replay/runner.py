@@ -140,13 +140,14 @@ async def attempt_on_page(
 ) -> Attempt:
     """One run of ``test`` on a fresh page; run once more when Chromium died under it (crashed,
     killed): a dead browser is not the site's failure."""
-    for last in (False, True):
+
+    async def attempt() -> Attempt:
         async with browser.confined_page(base_url, viewport=viewport, offline=offline) as page:
-            launches = browser.launches  # the Chromium this page lives in
-            attempt = await run_attempt(page, base_url, test, timeout_s)
-        if attempt.passed or last or not await browser.died(launches):
-            return attempt
-    raise AssertionError("unreachable")
+            return await run_attempt(page, base_url, test, timeout_s)
+
+    return await browser.once_more_if_died(
+        attempt, failed=lambda done: not done.passed, what=f"replaying {test.name!r}"
+    )
 
 
 async def replay_test(
