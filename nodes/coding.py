@@ -6,8 +6,6 @@ import asyncio
 import re
 from typing import Any, Literal
 
-from langgraph._internal._constants import CONFIG_KEY_CALL  # the task runner's key: no public name for it
-from langgraph.config import get_config
 from langgraph.func import task
 from langgraph.runtime import Runtime
 
@@ -52,19 +50,18 @@ async def coder_turn(
     soon as it arrives, so a node run again after its process died (a killed Ray actor, a resumed
     run) gets the reply back instead of asking the coder again.
     """
-    sent, completion = await ask_coder(runtime.context, conversation, kept=_in_graph_run())
+    sent, completion = await ask_coder(runtime.context, conversation, kept=in_graph_run(runtime))
     return await record_turn(
         state, runtime, node_name=node_name, conversation=sent, parent=parent, completion=completion
     )
 
 
-def _in_graph_run() -> bool:
+def in_graph_run(runtime: Runtime[AgentContext]) -> bool:
     """Whether a LangGraph task can run here: inside a graph run's node, not a node called on its own
-    (tests/node_harness.py), where LangGraph has no task runner to keep a result with."""
-    try:
-        return CONFIG_KEY_CALL in get_config().get("configurable", {})
-    except RuntimeError:  # no runnable context at all
-        return False
+    (tests/node_harness.py), where LangGraph has no task runner to keep a result with. LangGraph gives
+    each node it runs as a task its ``execution_info`` (the task's id and checkpoint); a node called by
+    hand has none."""
+    return runtime.execution_info is not None
 
 
 @task

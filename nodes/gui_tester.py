@@ -315,14 +315,13 @@ async def judged_update(
     on the edit under test (and the control step that asked for it); a passing run is recorded for replay."""
     rules = context.rules.profile
     update: Update = {}
-    recordable = context.rules.replay_tests and served.ok and served.url is not None
+    # Where a passing run is recorded as a replayable test: the served site, when it records tests at all.
+    record_url = served.url if context.rules.replay_tests and served.ok else None
     # The run is stored, and (when a verdict could keep it) recorded as a test, while the verdict
     # model reads it: neither depends on the verdict, and a 5 s verdict hides the 2-3 s they take.
     run_record = asyncio.create_task(asyncio.to_thread(_run_record, instruction, run))
     recording = (
-        start_recording(context, served.url, run, target=target, instruction=instruction)
-        if recordable and served.url
-        else None
+        start_recording(context, record_url, run, target=target, instruction=instruction) if record_url else None
     )
     try:
         asked = verdict_messages(state, instruction, run)
@@ -332,11 +331,11 @@ async def judged_update(
             passed, score, suggestions = answer.value.passed, answer.value.score, answer.value.suggestions
         else:
             passed, score, suggestions = False, 1, [f"The GUI test could not be judged: {answer.error}"]
-        if recordable and served.url and answer.value is not None:
+        if record_url and answer.value is not None:
             refs = await record_passing(
                 state,
                 context,
-                served.url,
+                record_url,
                 run,
                 target=target,
                 instruction=instruction,

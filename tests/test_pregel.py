@@ -108,3 +108,39 @@ async def test_a_failed_task_and_an_interrupt_are_written_on_the_assumed_channel
     asking = WritesSeen()
     await _graph(ask).compile(checkpointer=asking).ainvoke({"count": 0}, _config("i"), context=Limits(0))
     assert INTERRUPT_CHANNEL in asking.channels
+
+
+class Answers(TypedDict):
+    answers: list[str]
+
+
+async def test_a_node_in_a_graph_run_keeps_a_task_and_a_node_called_by_hand_is_told_it_cannot() -> None:
+    """``nodes.coding.in_graph_run`` (public ``Runtime.execution_info``) says where the coder's reply can
+    be a kept task: in a graph run, where the task's result reaches the checkpoint; not in a node
+    called by hand (tests/node_harness.py), where calling a task fails."""
+    from langgraph.func import task
+    from langgraph.runtime import Runtime
+
+    from webgen_agent.nodes.coding import in_graph_run
+
+    @task
+    async def reply(text: str) -> str:
+        return text.upper()
+
+    seen: list[bool] = []
+
+    async def node(state: Answers, runtime: Runtime) -> dict[str, list[str]]:
+        seen.append(in_graph_run(runtime))
+        return {"answers": [await reply("hi")]}
+
+    saver = InMemorySaver()
+    graph = StateGraph(Answers).add_node("node", node).add_edge(START, "node").compile(checkpointer=saver)
+    out = await graph.ainvoke({"answers": []}, {"configurable": {"thread_id": "kept"}})
+    assert seen == [True] and out["answers"] == ["HI"]
+    kept = [w for writes in saver.writes.values() for w in writes.values() if w[1] == "__return__"]
+    assert [w[2] for w in kept] and all(saver.serde.loads_typed(w[2]) == "HI" for w in kept), kept
+
+    by_hand = Runtime(context=None)  # as the node harness builds it
+    assert not in_graph_run(by_hand)
+    with pytest.raises(RuntimeError):  # what a kept task would meet there
+        await reply("hi")
