@@ -17,18 +17,10 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from webgen_agent.apps.scripted.agent_steps import (
-    AgentPrompt,
-    AgentStepError,
-    OutputSchema,
-    build_agent_output,
-    parse_agent_prompt,
-    parse_elements,
-    resolve_target,
-)
+from tests.scripted_agent import agent_state_message, browser_use_output_model
 from webgen_agent.apps.scripted.engine import IMAGE_TOKENS, MALFORMED_CONTENT, whitespace_tokens
 from webgen_agent.apps.scripted.server import ScriptedServer
-from webgen_agent.apps.scripted.views import AgentStep, Scenario, ScenarioError
+from webgen_agent.apps.scripted.views import Scenario, ScenarioError
 
 TINY_PNG = base64.b64encode(
     bytes.fromhex(
@@ -36,28 +28,6 @@ TINY_PNG = base64.b64encode(
         "00000100ffff03000006000557bfabd40000000049454e44ae426082"
     )
 ).decode()
-
-LISTING = """<page_stats>0 links, 3 interactive</page_stats>
-Interactive elements:
-[Start of page]
-My todos
-|SHADOW(open)|[4]<input id=new-item placeholder=What needs doing? />
-[6]<button id=add />
-\tAdd item
-*[7]<button aria-label=Remove Buy milk />
-\tx
-[9]<input type=checkbox name=done-all />
-Todo: Buy milk
-[End of page]"""
-
-
-def agent_state_message(step: int, listing: str = LISTING) -> str:
-    """A user message shaped like browser-use 0.13's per-step state message."""
-    return (
-        "<user_request>\nAdd an item\n</user_request>\n\n<agent_history>\n</agent_history>\n\n"
-        f"<browser_state>\n{listing}\n</browser_state>\n"
-        f"<step_info>Step{step + 1} maximum:15\nToday:2026-01-01</step_info>\n"
-    )
 
 
 SCENARIO = {
@@ -397,90 +367,6 @@ def test_missing_scenario_file(tmp_path: Path) -> None:
 # ---- browser-use agent steps ----
 
 
-def test_listing_parsing_and_target_resolution() -> None:
-    elements = {e.index: e for e in parse_elements(LISTING)}
-    assert elements[4].attributes == {"id": "new-item", "placeholder": "What needs doing?"}
-    assert elements[6].text == "Add item"
-    assert elements[7].attributes["aria-label"] == "Remove Buy milk"
-    assert resolve_target("What needs doing?", list(elements.values())) == 4
-    assert resolve_target("ADD ITEM", list(elements.values())) == 6  # case-insensitive
-    assert resolve_target("new-item", list(elements.values())) == 4  # by id
-    assert resolve_target("done-all", list(elements.values())) == 9  # by name
-    assert resolve_target("milk", list(elements.values())) == 7  # substring of aria-label
-    with pytest.raises(AgentStepError, match=r"matches no interactive element.*\[6\]<button> Add item"):
-        resolve_target("Delete everything", list(elements.values()))
-
-
-def test_agent_prompt_step_is_zero_based() -> None:
-    prompt = parse_agent_prompt(["<user_request>x</user_request>", agent_state_message(step=2)])
-    assert prompt is not None and prompt.step == 2 and prompt.max_steps == 15
-    assert "Todo: Buy milk" in prompt.page_text
-    assert parse_agent_prompt(["plain question"]) is None
-
-
-def _browser_use_output_model(done_only: bool = False) -> type[BaseModel]:
-    from webgen_agent.tools.gui_agent import configure_browser_use_env
-
-    configure_browser_use_env()
-    from browser_use.agent.views import AgentOutput
-    from browser_use.tools.service import Tools
-
-    tools = Tools()
-    actions = tools.registry.create_action_model(include_actions=["done"] if done_only else None, page_url="http://x/")
-    return AgentOutput.type_with_custom_actions(actions)
-
-
-def test_agent_output_is_valid_for_the_real_browser_use_schema() -> None:
-    from browser_use.llm.schema import SchemaOptimizer
-
-    output_model = _browser_use_output_model()
-    schema = OutputSchema(SchemaOptimizer.create_optimized_json_schema(output_model), "response_format")
-    prompt = parse_agent_prompt([agent_state_message(step=0)])
-    assert prompt is not None
-    step = AgentStep.model_validate(
-        {
-            "actions": [
-                {"input": {"target": "What needs doing?", "text": "Buy milk"}},
-                {"click": {"target": "Add item"}},
-                {"scroll": {"direction": "up", "pages": 0.5}},
-                {"wait": {"seconds": 1}},
-                {"go_back": {}},
-                {"navigate": {"url": "http://127.0.0.1:1/"}},
-            ],
-            "next_goal": "check the list",
-        }
-    )
-    output = build_agent_output(step, prompt, schema)
-    parsed = output_model.model_validate_json(json.dumps(output))
-    dumped = [a.model_dump(exclude_unset=True) for a in parsed.action]
-    assert dumped[0] == {"input": {"index": 4, "text": "Buy milk", "clear": True}}
-    assert dumped[1] == {"click": {"index": 6}}
-    assert dumped[2]["scroll"]["down"] is False
-    assert [next(iter(a)) for a in dumped] == ["input", "click", "scroll", "wait", "go_back", "navigate"]
-    assert parsed.next_goal == "check the list"
-
-    done_model = _browser_use_output_model(done_only=True)
-    done_schema = OutputSchema(SchemaOptimizer.create_optimized_json_schema(done_model), "response_format")
-    with pytest.raises(AgentStepError, match=r"not offered.*done"):
-        build_agent_output(
-            AgentStep.model_validate({"actions": [{"click": {"target": "Add item"}}]}), prompt, done_schema
-        )
-    with pytest.raises(AgentStepError, match="no params"):
-        build_agent_output(
-            AgentStep.model_validate({"actions": [{"click": {"target": "Add item", "x": 1}}]}), prompt, schema
-        )
-
-
-def test_agent_output_without_schema_uses_browser_use_shape() -> None:
-    output = build_agent_output(
-        AgentStep.model_validate({"actions": [{"done": {"text": "YES"}}]}),
-        AgentPrompt(),
-        OutputSchema(None, "none"),
-    )
-    assert output["action"] == [{"done": {"success": True, "text": "YES"}}]
-    assert {"evaluation_previous_goal", "memory", "next_goal"} <= output.keys()
-
-
 @pytest.mark.parametrize("schema_in_system_prompt", [False, True])
 async def test_browser_use_client_gets_resolved_agent_steps(
     server: ScriptedServer, schema_in_system_prompt: bool
@@ -488,7 +374,7 @@ async def test_browser_use_client_gets_resolved_agent_steps(
     from browser_use.llm.messages import SystemMessage, UserMessage
     from browser_use.llm.openai.chat import ChatOpenAI as BrowserUseChatOpenAI
 
-    output_model = _browser_use_output_model()
+    output_model = browser_use_output_model()
     llm = BrowserUseChatOpenAI(
         model="agent",
         base_url=server.base_url,

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.test_rollout_export import synthetic
+from tests.helpers import synthetic
 from tests.tiny_lm import train_tokenizer
 from webgen_agent.checkpoints.export import trajectory_records, verl_records
 from webgen_agent.checkpoints.store import BlobStore
