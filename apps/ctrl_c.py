@@ -1,13 +1,15 @@
 """Ctrl-C stops a run, even when something under it swallows the cancellation Ctrl-C causes.
 
-asyncio's own handler cancels the main task once. Seen under load: a run interrupted early went on
-to finish all its steps and exit 0. One possible cause is a cancellation lost below the graph
-(Python 3.11's ``asyncio.wait_for`` can drop one that lands as its inner call completes); against
-that, the run is cancelled again when it shows it went on: its next progress event (``check``).
-Cancelling again on a timer would also cut short the clean-up a cancelled run does (stopping its
-servers). A second Ctrl-C stops at once, as asyncio's does. Not covered: the same symptom was seen
-once more with this in place, so the signal itself may not reach the handler; the cause is not
-known (docs/cli.md).
+asyncio's own handler cancels the main task once. A cancellation lost below the graph (Python 3.11's
+``asyncio.wait_for`` can drop one that lands as its inner call completes) would let the run go on;
+so after Ctrl-C the run's next progress event stops it (``check``). Cancelling again on a timer
+would also cut short the clean-up a cancelled run does (stopping its servers). A second Ctrl-C stops
+at once, as asyncio's does.
+
+A process started with Ctrl-C ignored (a shell's background job without job control: ``cmd &`` in a
+script) keeps ignoring it, as asyncio's handler leaves it: no Ctrl-C reaches this one. That was the
+Ctrl-C "lost" in some full suite runs: the suite had been started so, and the run its test started
+inherited it (tests/helpers.py, ``ctrl_c_as_in_a_terminal``; docs/cli.md).
 """
 
 from __future__ import annotations

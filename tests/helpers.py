@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -11,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +29,22 @@ if TYPE_CHECKING:
     from webgen_agent.tools.browser import SharedBrowser
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def ctrl_c_as_in_a_terminal() -> Iterator[None]:
+    """Ctrl-C (SIGINT) handled as in a terminal's foreground job, whatever the suite was started with.
+
+    A suite started as a shell's background job without job control (``pytest ... &`` in a script)
+    runs with Ctrl-C ignored; every process it starts inherits that, and the CLI keeps ignoring it
+    (apps/ctrl_c.py, as asyncio does). Inside this block Python's own handler is set; a process
+    started here gets Ctrl-C's default back (an exec resets a handled signal), as from a terminal.
+    """
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, outside)
 
 
 def scripted_models(base_url: str) -> list[str]:

@@ -8,12 +8,15 @@ import asyncio
 import io
 import os
 import signal
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 import typer
 from rich.console import Console
 
+from tests.helpers import ctrl_c_as_in_a_terminal
 from webgen_agent.apps.cli.base import run_async
 from webgen_agent.apps.review import run_with_review
 
@@ -36,12 +39,26 @@ def test_a_run_that_swallowed_its_cancellation_stops_at_its_next_progress_event(
         return await work
 
     console = Console(file=io.StringIO())
-    # As in a terminal (a pytest-xdist worker ignores Ctrl-C).
-    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(typer.Exit) as stopped:
-            run_async(ctrl_c_during(run_with_review(console, "run r", start)), run_id="r")
+    with ctrl_c_as_in_a_terminal(), pytest.raises(typer.Exit) as stopped:
+        run_async(ctrl_c_during(run_with_review(console, "run r", start)), run_id="r")
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the command put it back
+    assert stopped.value.exit_code == 130 and went_on == []
+
+
+def test_a_command_started_as_in_a_terminal_handles_ctrl_c_even_when_the_suite_ignores_it() -> None:
+    """The cause of a Ctrl-C "lost" in some full suite runs (tests/test_checkpoints.py): a suite started
+    as a background job ignores Ctrl-C, and the CLI it started inherited that and kept ignoring it."""
+    sigint = (
+        "import signal; print({signal.SIG_IGN: 'ignored', signal.default_int_handler: 'handled'}[signal.getsignal(2)])"
+    )
+    command = [sys.executable, "-c", sigint]
+    outside = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `pytest ... &` in a script starts the suite
+    try:
+        inherited = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        with ctrl_c_as_in_a_terminal():
+            from_a_terminal = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # the suite's own, put back
     finally:
         signal.signal(signal.SIGINT, outside)
-    assert stopped.value.exit_code == 130 and went_on == []
+    assert inherited.strip() == "ignored"  # what the CLI got: its Ctrl-C never reached it
+    assert from_a_terminal.strip() == "handled"
