@@ -33,6 +33,12 @@ if profile["defaultAction"] != "SCMP_ACT_ALLOW" or denied & needed:
 compose = open("compose.yaml").read()
 if "image: postgres" not in compose or "seccomp=./deploy/seccomp-userns.json" not in compose or "systempaths=unconfined" not in compose:
     problems.append("compose.yaml lacks PostgreSQL, the seccomp profile or the unmasked /proc")
+# compose.yaml's server keeps its runs in PostgreSQL: the image's packages must speak it.
+studio = open("requirements/studio.txt").read()
+if "WEBGEN_DB: postgresql://" in compose and not all(
+    re.search(rf"^{name}==", studio, re.M) for name in ("psycopg", "psycopg-pool", "langgraph-checkpoint-postgres")
+):
+    problems.append("requirements/studio.txt lacks the PostgreSQL extra that compose.yaml's database needs")
 print("\n".join(problems), file=sys.stderr)
 sys.exit(1 if problems else 0)
 EOF

@@ -6,7 +6,8 @@
 # test.txt is resolved for CI's machines (Linux x86_64, Python 3.11) against the CPU build of PyTorch
 # (whose metadata names no CUDA packages), read from pip's find-links (TORCH_FIND_LINKS): torch itself
 # is left out of the lock and installed by pip. lean.txt (the core package, any platform) and
-# studio.txt (the same and LangGraph's server) take test.txt's versions: what the suite tested.
+# studio.txt (the same, LangGraph's server and the PostgreSQL extra compose.yaml's database needs) take
+# test.txt's versions: what the suite tested.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV="${UV:-$(command -v uv || echo .venv-uv/bin/uv)}"
@@ -23,7 +24,7 @@ compile() { "$UV" pip compile -q --no-header --override requirements/overrides.t
 compile pyproject.toml requirements/studio.in --extra test --extra train --extra studio "${linux[@]}" \
   -o requirements/test.txt
 compile pyproject.toml --universal --python-version 3.11.5 -c requirements/test.txt -o requirements/lean.txt
-compile pyproject.toml requirements/studio.in --extra studio --universal --python-version 3.11.5 -c requirements/test.txt \
+compile pyproject.toml requirements/studio.in --extra studio --extra postgres --universal --python-version 3.11.5 -c requirements/test.txt \
   -o requirements/studio.txt
 compile requirements/realserver.in "${linux[@]}" -o requirements/realserver.txt
 echo "locked: $(grep -c '==' requirements/test.txt) test, $(grep -c '==' requirements/lean.txt) lean, $(grep -c '==' requirements/studio.txt) studio, $(grep -c '==' requirements/realserver.txt) real-server packages"

@@ -1,7 +1,7 @@
 """The server image (Dockerfile, docs/deploy.md): built and checked where docker runs, else the recipe
 is checked (scripts/check_image.sh: a non-root user; Chromium, Node/npm and bubblewrap; the demo's
 packages cached; runs and the database on /data; a seccomp profile that lets bubblewrap make its
-namespaces; compose with PostgreSQL); the build context leaves out the virtualenvs, run databases,
+namespaces; compose with PostgreSQL, and the packages that speak it); the build context leaves out the virtualenvs, run databases,
 run folders and node_modules."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RECIPE = ("Dockerfile", "compose.yaml", "deploy", "scripts")
+RECIPE = ("Dockerfile", "compose.yaml", "deploy", "scripts", "requirements")
 
 
 def _check_image(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -39,9 +39,12 @@ def test_a_recipe_running_as_root_or_refusing_namespaces_is_caught(tmp_path: Pat
     dockerfile.write_text(dockerfile.read_text().replace("USER 10001", "USER root"))
     profile = tmp_path / "deploy" / "seccomp-userns.json"
     profile.write_text(profile.read_text().replace('"acct",', '"acct", "unshare",'))
+    # The server image without psycopg: compose's PostgreSQL database would stop it at start.
+    studio = tmp_path / "requirements" / "studio.txt"
+    studio.write_text("".join(line for line in studio.read_text().splitlines(True) if not line.startswith("psycopg")))
     done = _check_image(tmp_path, DOCKER_HOST="unix:///nonexistent")
     assert done.returncode == 1
-    assert "non-root" in done.stderr and "unshare" in done.stderr
+    assert "non-root" in done.stderr and "unshare" in done.stderr and "PostgreSQL extra" in done.stderr
 
 
 def test_the_build_context_leaves_out_local_state() -> None:

@@ -28,7 +28,8 @@ def _pins(name: str) -> dict[str, list[Version]]:
 
 
 @pytest.mark.parametrize(
-    ("lock", "extras"), [("lean.txt", ()), ("studio.txt", ("studio",)), ("test.txt", ("test", "train", "studio"))]
+    ("lock", "extras"),
+    [("lean.txt", ()), ("studio.txt", ("studio", "postgres")), ("test.txt", ("test", "train", "studio"))],
 )
 def test_the_lock_holds_every_dependency_in_range(lock: str, extras: tuple[str, ...]) -> None:
     pins = _pins(lock)
