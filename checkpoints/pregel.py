@@ -1,7 +1,7 @@
 """The LangGraph internals this project relies on, in one place.
 
-LangGraph has no public API for these: the checkpointer sees raw channel names, and
-``update_state`` takes no context. Each name is pinned by tests/test_pregel.py against the
+LangGraph has no public API for these: the checkpointer sees raw channel names,
+``update_state`` takes no context, and a task's result is saved only after it returns. Each name is pinned by tests/test_pregel.py against the
 installed LangGraph (its constants and a real graph), so an upgrade that renames one fails there,
 not in a run.
 """
@@ -19,6 +19,12 @@ ERROR_CHANNEL = "__error__"
 INTERRUPT_CHANNEL = "__interrupt__"
 # The config key under which a graph reads its Runtime (the run's context).
 RUNTIME_CONFIG_KEY = "__pregel_runtime"
+# The pending-write channel of a finished task's result (what a node that calls it again gets back).
+RETURN_CHANNEL = "__return__"
+# The config key of a graph run's checkpointer, as its tasks see it.
+CHECKPOINTER_CONFIG_KEY = "__pregel_checkpointer"
+# What separates the levels of a checkpoint namespace ("<node>:<task id>|<called task>:<task id>").
+NAMESPACE_SEPARATOR = "|"
 
 
 def trigger_channel(node: str) -> str:
@@ -40,3 +46,29 @@ def with_runtime_context(config: RunnableConfig, context: Any) -> RunnableConfig
     from langgraph.runtime import Runtime
 
     return {**config, "configurable": {**config.get("configurable", {}), RUNTIME_CONFIG_KEY: Runtime(context=context)}}
+
+
+async def keep_task_result(value: Any) -> None:
+    """Store ``value`` now, through the run's checkpointer, as the result of the LangGraph task running
+    this code (a task a node called); returns once it is in the database.
+
+    LangGraph hands a finished task's writes to the checkpointer through a background submit, so a
+    process killed (or a database outage waited out) between the answer's arrival and that write
+    loses a result it had, and the node, run again, does the work again. Written here first, under
+    the key LangGraph itself files it by (thread, the graph's namespace, checkpoint, task id), the
+    node run again finds it as LangGraph's own pending write; LangGraph's later write of the same
+    row is an insert that leaves a row already there alone. A no-op outside a checkpointed run.
+    """
+    from langgraph.config import get_config
+    from langgraph.runtime import get_runtime
+
+    saver = get_config().get("configurable", {}).get(CHECKPOINTER_CONFIG_KEY)
+    info = get_runtime().execution_info
+    if saver is None or info is None or info.thread_id is None:
+        return
+    # A called task's namespace is "<graph's>|<node>:<id>|<task>:<id>"; its writes go under the graph's.
+    graph_ns = NAMESPACE_SEPARATOR.join(info.checkpoint_ns.split(NAMESPACE_SEPARATOR)[:-2])
+    where: RunnableConfig = {
+        "configurable": {"thread_id": info.thread_id, "checkpoint_ns": graph_ns, "checkpoint_id": info.checkpoint_id}
+    }
+    await saver.aput_writes(where, [(RETURN_CHANNEL, value)], info.task_id)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from langgraph.func import task
 from langgraph.runtime import Runtime
 
+from webgen_agent.checkpoints.pregel import keep_task_result
 from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE
@@ -46,9 +47,9 @@ async def coder_turn(
 ) -> NodeResult:
     """Ask the coder with ``conversation`` and record the reply as a new step.
 
-    Inside a graph run the call is a kept task: its reply is in the checkpoint (a pending write) as
-    soon as it arrives, so a node run again after its process died (a killed Ray actor, a resumed
-    run) gets the reply back instead of asking the coder again.
+    Inside a graph run the call is a kept task: its reply is in the checkpoint (a pending write)
+    before the node goes on with it, so a node run again after its process died (a killed Ray actor,
+    a resumed run) gets the reply back instead of asking the coder again.
     """
     sent, completion = await ask_coder(runtime.context, conversation, kept=in_graph_run(runtime))
     return await record_turn(
@@ -67,8 +68,11 @@ def in_graph_run(runtime: Runtime[AgentContext]) -> bool:
 @task
 async def coder_reply(settings: ModelSettings, messages: list[dict[str, str]]) -> dict[str, Any]:
     """One coder call whose answer the checkpoint keeps: a node run again (after an interrupt, a kill,
-    its Ray actor's death) gets it back."""
-    return (await complete(settings, "coder", messages)).model_dump()
+    its Ray actor's death) gets it back. The answer is stored before the task returns
+    (``keep_task_result``), not by LangGraph's write in the background, which a kill can overtake."""
+    reply = (await complete(settings, "coder", messages)).model_dump()
+    await keep_task_result(reply)
+    return reply
 
 
 async def ask_coder(

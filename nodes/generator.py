@@ -18,7 +18,7 @@ from webgen_agent.core.context import AgentContext
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
-from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, load_messages, record_turn
+from webgen_agent.nodes.coding import ask_coder, chat_ref, coder_turn, in_graph_run, load_messages, record_turn
 from webgen_agent.nodes.common import NodeResult, Update, metered_apart, node, node_cost, usage_record
 from webgen_agent.nodes.gui_testing import early_test_instruction, warm_gui_agent
 from webgen_agent.nodes.profile import context_prompts
@@ -82,7 +82,10 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
     # The GUI test instruction serves WebGen-Agent's GUI tester only; a restart keeps the run's instruction.
     # Under plan review the GUI-Tester writes it when needed: this node runs again on resume.
     if runtime.context.rules.loop.gui_testing and not state.get("test_instruction") and not reviewed:
-        instruction = asyncio.create_task(metered_apart(early_test_instruction(runtime.context, state["requirement"])))
+        # Its kept task is called before the coder's (this task runs at the node's next await, the
+        # coder's call comes later), so both keep their places in the node's call order on a re-run.
+        early = early_test_instruction(runtime.context, state["requirement"], kept=in_graph_run(runtime))
+        instruction = asyncio.create_task(metered_apart(early))
     identity = await asyncio.to_thread(run_identity, state, runtime.context, run_id_of(state))
     try:
         if runtime.context.start_from:  # step 0 is the user's folder: no coder call

@@ -10,9 +10,12 @@ import asyncio
 import base64
 import sys
 from dataclasses import dataclass
+from typing import Any
 
+from langgraph.func import task
 from pydantic import BaseModel, Field
 
+from webgen_agent.checkpoints.pregel import keep_task_result
 from webgen_agent.core.context import AgentContext, ModelSettings, Role
 from webgen_agent.core.state import AgentState, SampledTurn
 from webgen_agent.core.views import GuiSummary, TestInstruction
@@ -76,16 +79,33 @@ def warm_gui_agent() -> None:
         asyncio.get_running_loop().run_in_executor(None, import_browser_use)
 
 
-async def early_test_instruction(context: AgentContext, requirement: str) -> WrittenInstruction | None:
+async def early_test_instruction(
+    context: AgentContext, requirement: str, *, kept: bool = False
+) -> WrittenInstruction | None:
     """The instruction written ahead of need, or None when the feedback model failed.
 
     A failure is not the Generator's to report: the GUI-Tester asks again when it needs the
-    instruction and reports the failure there, as it would have without the early call.
+    instruction and reports the failure there, as it would have without the early call. ``kept``
+    (inside a graph run): the call is a kept task, ``test_instruction_reply``.
     """
     try:
-        return await write_test_instruction(context, requirement)
+        if not kept:
+            return await write_test_instruction(context, requirement)
+        answer = await test_instruction_reply(context, requirement)
     except ModelCallError:
         return None
+    return WrittenInstruction(answer["text"], Usage.model_validate(answer["usage"]), answer["sampled"])
+
+
+@task
+async def test_instruction_reply(context: AgentContext, requirement: str) -> dict[str, Any]:
+    """The early instruction as a kept task (as the coder's reply is, nodes/coding.py): a Generator run
+    again after its process died gets it back instead of paying the feedback model again. Called
+    before the node's coder call, so that both tasks keep their places in the node's call order."""
+    written = await write_test_instruction(context, requirement)
+    kept = {"text": written.text, "usage": written.usage.model_dump(), "sampled": dict(written.sampled)}
+    await keep_task_result(kept)
+    return kept
 
 
 def describe_action(action: GuiAction) -> str:

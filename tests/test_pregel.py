@@ -21,7 +21,9 @@ from typing_extensions import TypedDict
 from webgen_agent.checkpoints.pregel import (
     ERROR_CHANNEL,
     INTERRUPT_CHANNEL,
+    RETURN_CHANNEL,
     RUNTIME_CONFIG_KEY,
+    keep_task_result,
     waits_before,
     with_runtime_context,
 )
@@ -37,16 +39,19 @@ class Limits:
 
 
 class WritesSeen(InMemorySaver):
-    """Remembers the channels of every pending write (what the runs-table mixin reads)."""
+    """Remembers the channels of every pending write (what the runs-table mixin reads), and where each went."""
 
     def __init__(self) -> None:
         super().__init__()
         self.channels: list[str] = []
+        self.keys: list[tuple[str, str, str, str]] = []  # (namespace, checkpoint id, task id, channel)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         self.channels += [channel for channel, _ in writes]
+        where = config["configurable"]
+        self.keys += [(where["checkpoint_ns"], where["checkpoint_id"], task_id, channel) for channel, _ in writes]
         await super().aput_writes(config, writes, task_id, task_path)
 
 
@@ -144,3 +149,21 @@ async def test_a_node_in_a_graph_run_keeps_a_task_and_a_node_called_by_hand_is_t
     assert not in_graph_run(by_hand)
     with pytest.raises(RuntimeError):  # what a kept task would meet there
         await reply("hi")
+
+
+async def test_a_kept_task_result_is_written_where_langgraph_files_the_task_s_own():
+    from langgraph.func import task
+
+    @task
+    async def reply(n: int) -> int:
+        await keep_task_result(n + 1)
+        return n + 1
+
+    async def ask(state: State) -> State:
+        return {"count": await reply(state.get("count", 0))}
+
+    saver = WritesSeen()
+    await _graph(ask).compile(checkpointer=saver).ainvoke({"count": 0}, _config("k"), context=Limits(0))
+    returned = [key for key in saver.keys if key[3] == RETURN_CHANNEL]
+    # Once by keep_task_result, once by LangGraph: the same key (the saver keeps the first).
+    assert len(returned) == 2 and returned[0] == returned[1], returned
