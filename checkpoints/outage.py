@@ -32,7 +32,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from webgen_agent.core.errors import DatabaseUnavailable
+from webgen_agent.core.errors import DatabaseUnavailable, no_space
 
 T = TypeVar("T")
 
@@ -97,7 +97,13 @@ def listen(callback: Listener) -> Iterator[None]:
 
 
 def outage(exc: BaseException) -> bool:
-    """Worth waiting for: the server went away or refuses connections for now, or SQLite is locked."""
+    """Worth waiting for: the server went away or refuses connections for now, or SQLite is locked.
+
+    A full disk is not: it stays full until someone frees space, so the run stops at once, as it
+    does when its own folder fills (PostgreSQL's ``disk_full``, SQLSTATE 53100, is an
+    ``OperationalError`` in psycopg)."""
+    if no_space(exc) is not None:
+        return False
     if isinstance(exc, sqlite3.OperationalError):
         text = str(exc).lower()
         return "locked" in text or "busy" in text

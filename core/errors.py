@@ -20,6 +20,10 @@ class DiskFull(ResumableStop):
     """A disk the run writes to (its runs folder, its database) is full."""
 
 
+# What ``no_space`` names when the PostgreSQL server refused a write for want of space on its disk.
+POSTGRES_SERVER = "the PostgreSQL server"
+
+
 def no_space(exc: BaseException | None) -> str | None:
     """What filled up, when ``exc`` (or an error it was raised from or during) says a disk is full:
     the file the OS refused (ENOSPC, EDQUOT), "the SQLite database", or "the PostgreSQL server"."""
@@ -34,6 +38,6 @@ def no_space(exc: BaseException | None) -> str | None:
         if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
             return "the SQLite database"
         if getattr(exc, "sqlstate", None) == "53100":  # PostgreSQL's disk_full
-            return "the PostgreSQL server"
+            return POSTGRES_SERVER
         exc = exc.__cause__ or exc.__context__
     return None

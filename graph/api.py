@@ -30,7 +30,7 @@ from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
 from webgen_agent.core.costs import Budget, Spending, budget_reached, spent
-from webgen_agent.core.errors import DatabaseUnavailable, DiskFull, no_space
+from webgen_agent.core.errors import POSTGRES_SERVER, DatabaseUnavailable, DiskFull, no_space
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import InputState
@@ -137,6 +137,11 @@ async def _drive(graph_input: InputState | None, *, on_progress: ProgressCallbac
             if full is None:
                 raise
             record, database = how["record"], how["db_path"]
+            if full == POSTGRES_SERVER:  # its disk is the server's, maybe on another machine
+                raise DiskFull(
+                    f"no space left on the PostgreSQL server's disk ({database}): free space on the server, "
+                    "then continue from the last checkpoint"
+                ) from exc
             places = [Path(record.out_dir)] + ([] if database.is_postgres else [database.path])
             raise DiskFull(disk_full_line(full, places)) from exc
 

@@ -40,3 +40,22 @@ async def test_a_statement_cut_off_by_the_outage_it_outlived_is_not_a_second_out
         # A statement begun after the outage was over that meets the database gone: a new outage.
         assert await apatiently("db", failing_once()) == "ok"
     assert len(said) == 2 and all("db is unreachable (database is locked)" in line for line in said), said
+
+
+def test_a_full_database_disk_is_not_waited_out() -> None:
+    """PostgreSQL's disk_full is an OperationalError, as a dropped connection is; the run stops at once."""
+    import psycopg
+
+    from webgen_agent.checkpoints.outage import patiently
+
+    attempts = [0]
+
+    def statement() -> None:
+        attempts[0] += 1
+        raise psycopg.errors.DiskFull('could not extend file "base/16384/16390": No space left on device')
+
+    try:
+        patiently("the test database", statement)
+    except psycopg.errors.DiskFull:
+        pass
+    assert attempts == [1]
