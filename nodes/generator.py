@@ -2,7 +2,8 @@
 
 The GUI test instruction depends only on the requirement, so the feedback model writes it while
 the coder writes the first version, instead of later on the critical path of the first GUI test;
-Chromium is launched and browser-use imported meanwhile too.
+Chromium is launched and browser-use imported meanwhile too (after the model clients, so that the
+two imports do not slow the first calls down).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.nodes.start_from import imported_turn
 from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.models import Usage
+from webgen_agent.tools.models import Usage, import_model_clients
 from webgen_agent.tools.scaffolds import load_scaffold
 
 
@@ -76,6 +77,8 @@ async def generator(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
         await chat_ref("user", f"{request}\n\n{note}" if note else request),
     ]
     get_resources().warm_browser(runtime.context)  # ready by the first capture
+    # The model clients first, then browser-use (seconds) while the first calls wait for their answers.
+    await asyncio.to_thread(import_model_clients)
     warm_gui_agent()
     instruction = None
     reviewed = review_on(runtime.context, "plan") and not runtime.context.start_from  # no reply to review

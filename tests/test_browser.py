@@ -20,6 +20,8 @@ from PIL import Image
 from websockets.asyncio.client import connect
 
 from tests.helpers import eventually
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.nodes.resources import Resources
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.capture import PageCapture
 from webgen_agent.tools.cdp_scope import connect_browser, scoped_cdp_endpoint
@@ -111,6 +113,28 @@ async def test_good_page(shared_browser: SharedBrowser, pages: str) -> None:
     image = Image.open(io.BytesIO(capture.png))
     assert image.format == "PNG" and image.size == (1024, 700)
     assert capture.seconds < 10
+
+
+async def test_a_run_opens_its_first_capture_page_while_its_first_model_call_runs(
+    shared_browser: SharedBrowser, pages: str, tmp_path: Path
+) -> None:
+    """The generator warms the browser as the first coder call starts: the page of the run's first
+    capture (a browser context and its renderer) is opened then, not when the capture begins."""
+    await shared_browser._drop_spare()  # as for a run's first capture: nothing opened ahead yet
+    before = len(shared_browser.browser.contexts)
+    resources = Resources(tmp_path / "webgen.db", browser=shared_browser)
+    try:
+        resources.warm_browser(scripted_context("http://127.0.0.1:9", viewport_width=1024, viewport_height=700))
+        await eventually(
+            lambda: len(shared_browser.browser.contexts) == before + 1,
+            timeout_s=10,
+            what="the first capture's page opened ahead",
+            off_loop=False,
+        )
+        capture = await shared_browser.capture(pages + "/good.html", viewport=(1024, 700))
+        assert capture.title == "Good" and Image.open(io.BytesIO(capture.png)).size == (1024, 700)
+    finally:
+        await resources.close()
 
 
 async def test_uncaught_error_and_blank(shared_browser: SharedBrowser, pages: str) -> None:

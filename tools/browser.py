@@ -329,9 +329,19 @@ class SharedBrowser:
                 return context, page
         return await self._open_page(viewport)  # failing on a dead browser: the caller retries
 
-    def _prepare_spare(self, viewport: tuple[int, int]) -> None:
+    def open_spare(self, viewport: tuple[int, int]) -> None:
+        """Open the next capture's page (a new context) in the background, if none is open or opening.
+
+        A capture does this as it ends; a run does it while its first model call is in flight, so
+        that its first capture does not wait for a context and a renderer either.
+        """
         if self._spare is None and self.healthy:
             self._spare = asyncio.create_task(self._open_page(viewport))
+
+    @property
+    def spare_opening(self) -> bool:
+        """Whether a page for the next capture is open or being opened."""
+        return self._spare is not None
 
     async def _drop_spare(self) -> None:
         spare, self._spare = self._spare, None
@@ -365,7 +375,7 @@ class SharedBrowser:
             finally:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(context.close(), 5)
-                self._prepare_spare(viewport)
+                self.open_spare(viewport)
 
     async def _confined(self, url: str, viewport: tuple[int, int], offline: bool) -> tuple[BrowserContext, Page]:
         """A fresh page under ``url``'s policy. Not made again if Chromium dies meanwhile: a caller runs
@@ -412,5 +422,5 @@ class SharedBrowser:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(context.close(), 5)
         capture.seconds = round(time.monotonic() - started, 3)
-        self._prepare_spare(viewport)
+        self.open_spare(viewport)
         return capture

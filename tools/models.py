@@ -168,6 +168,19 @@ def shared_http_client() -> Any:
     return client
 
 
+def import_model_clients() -> None:
+    """Import what a first model call needs (openai, langchain-openai: about 1 s in a fresh process).
+
+    A run calls this in a worker thread before it starts importing browser-use beside its first
+    model call: both imports at once share one interpreter and each takes about twice as long, so
+    the first call would reach the endpoint about 1 s later.
+    """
+    import langchain_openai  # noqa: F401
+    import openai  # noqa: F401
+
+    import webgen_agent.tools.token_ids  # noqa: F401
+
+
 def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpenAI:
     """A LangChain chat model for ``role``; call it inside the event loop that will use it."""
     from langchain_openai import ChatOpenAI
