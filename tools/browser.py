@@ -330,18 +330,9 @@ class SharedBrowser:
         return await self._open_page(viewport)  # failing on a dead browser: the caller retries
 
     def open_spare(self, viewport: tuple[int, int]) -> None:
-        """Open the next capture's page (a new context) in the background, if none is open or opening.
-
-        A capture does this as it ends; a run does it while its first model call is in flight, so
-        that its first capture does not wait for a context and a renderer either.
-        """
+        """Open the next capture's page in the background (a capture's end, a run's first model call)."""
         if self._spare is None and self.healthy:
             self._spare = asyncio.create_task(self._open_page(viewport))
-
-    @property
-    def spare_opening(self) -> bool:
-        """Whether a page for the next capture is open or being opened."""
-        return self._spare is not None
 
     async def _drop_spare(self) -> None:
         spare, self._spare = self._spare, None
