@@ -286,13 +286,14 @@ def synthetic(
 def chromium_main(browser: SharedBrowser) -> psutil.Process:
     """Chromium's main process (inside its sandbox): its parent is no Chromium process, nor is it a crash reporter."""
     assert browser.pid is not None
-    found = [
-        p
-        for p in psutil.Process(browser.pid).children(recursive=True)
-        if "chrom" in p.name()
-        and "crashpad" not in p.name()
-        and "chrom" not in (p.parent().name() if p.parent() else "")
-    ]
+    found = []
+    for p in psutil.Process(browser.pid).children(recursive=True):
+        try:  # a helper process (a renderer, a zygote's child) may exit while the tree is listed
+            parent = p.parent()
+            if "chrom" in p.name() and "crashpad" not in p.name() and "chrom" not in (parent.name() if parent else ""):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            continue
     assert len(found) == 1, found
     return found[0]
 
