@@ -16,3 +16,4 @@ for entry in webgen_agent/*.py; do ln -s "$root/$entry" "$layout/webgen_agent/$(
 for folder in core tools checkpoints nodes graph apps; do ln -s "$root/$folder" "$layout/webgen_agent/$folder"; done
 MYPYPATH="$layout" "$PY/mypy" -p webgen_agent -p benchmarks
 (cd "$layout" && PYTHONPATH="$layout" "$PY/lint-imports" "$root/pyproject.toml")
+"$PY/python" scripts/check_sizes.py

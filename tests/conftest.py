@@ -289,3 +289,24 @@ def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     from tests.postgres import fresh_db
 
     return fresh_db(request, tmp_path)
+
+
+# The shared Ray instance's CPUs: a count no machine's own cores give, so a test can tell which cluster it joined.
+RAY_CPUS = 3
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    """One local Ray instance for a module's tests; the commands join it as a cluster."""
+    ray = pytest.importorskip("ray")
+    previous = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        if previous is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = previous

@@ -5,8 +5,7 @@ One real local Ray instance (started here, shared by the tests) is joined with `
 each lose an actor to SIGKILL mid-way: its unfinished work continues on a replacement actor (runs
 from their checkpoints, test cases not yet recorded), nothing it started is left running, and the
 outputs are those of an in-process run (``export`` reads every trajectory from the shared store).
-An actor killed after the coder answered costs no coder call (the reply is checkpointed as it
-arrives); a job whose actor is killed three times in a row before it gets on is given up, resumable.
+(tests/test_ray_actor_kills.py kills an actor at chosen moments.)
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.conftest import RAY_CPUS
 from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
 from webgen_agent.apps.cluster.settings import RaySettings, check_store_reaches_nodes
 from webgen_agent.apps.demo import scenario_path
@@ -36,8 +36,6 @@ from webgen_agent.checkpoints.runs import RunIndex
 from webgen_agent.core.errors import ConfigError
 
 RECORDS = Path(scenario_path("rollout")).parent / "rollout" / "records.jsonl"
-# The shared instance's CPUs: a count no machine's own cores give, so a test can tell which cluster it joined.
-RAY_CPUS = 3
 CLI = str(Path(sys.executable).parent / "webgen-agent")
 # The scenario makes one habits trajectory (whichever asks first) meet HTTP 500s beyond the retries;
 # recipes trajectories always finish, so the actor killed is one running a recipes trajectory.
@@ -58,23 +56,6 @@ def test_actor_count_follows_the_cluster_cpus_unless_given():
     assert RaySettings(runs_per_actor=4).actor_count(2.0) == 1  # at least one
     with pytest.raises(ConfigError, match="need 4 CPUs; the cluster has 2"):
         RaySettings(actors=2, runs_per_actor=2).actor_count(2.0)
-
-
-@pytest.fixture(scope="module")
-def ray_address():
-    """One local Ray instance for the module's tests; the commands join it as a cluster."""
-    ray = pytest.importorskip("ray")
-    previous = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    ray.init(address="local", num_cpus=RAY_CPUS, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
-        if previous is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = previous
 
 
 def cli_env(chromium: str = "", **extra: str) -> dict[str, str]:
@@ -485,107 +466,3 @@ def test_a_rollout_whose_driver_was_killed_continues_when_run_again(
         after = asyncio.run(final_state(db, run_id))["steps"]
         assert [s["completion"] for s in after[: len(steps)]] == [s["completion"] for s in steps]
     assert len(asked_again) == sum(r.steps for r in runs.values()) - sum(len(s) for s in kept.values())
-
-
-# ---- an actor killed at a chosen moment, in this process's pool (the shared Ray instance) -------
-
-
-def _landing_with(*first: dict[str, object]) -> Scenario:
-    """The landing scenario with ``first`` rules ahead of its own."""
-    from webgen_agent.apps.scripted.views import Rule
-
-    landing = Scenario.load(scenario_path("landing"))
-    return landing.model_copy(update={"rules": [Rule.model_validate(r) for r in first] + landing.rules})
-
-
-def _one_trajectory_pool(tmp_path: Path, base_url: str, chromium: str, ray_address: str, name: str):
-    from tests.test_costs import REQUIREMENT
-    from webgen_agent.apps.cluster.rollout import rollout_pool
-    from webgen_agent.apps.demo import scripted_context
-    from webgen_agent.apps.rollout.service import plan_rollout, rollout_context
-    from webgen_agent.tools.webgen_bench import BenchRecord
-
-    record = BenchRecord.model_validate({"id": "cafe", "instruction": REQUIREMENT, "ui_instruct": []})
-    context = rollout_context(scripted_context(base_url, chromium=chromium, gui_max_actions=3), max_steps=3)
-    settings = RaySettings(address=ray_address, actors=1, runs_per_actor=1, cpus_per_run=0.5)
-    pool = rollout_pool(settings, context=context, db=tmp_path / "webgen.db", out_dir=tmp_path / "runs")
-    return pool, plan_rollout([record], samples=1, name=name)
-
-
-def _task_results(db: Path, run_id: str) -> int:
-    """The run's kept task results (LangGraph's ``__return__`` writes) in the SQLite checkpoint."""
-    import sqlite3
-
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            query = "SELECT COUNT(*) FROM writes WHERE thread_id = ? AND channel = '__return__'"
-            return conn.execute(query, [run_id]).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
-@pytest.mark.e2e
-async def test_a_coder_reply_received_before_its_actor_died_is_not_asked_again(tmp_path, chromium_path, ray_address):
-    from collections import Counter
-
-    from webgen_agent.apps.cluster.rollout import rollout_on_pool
-
-    # The first test instruction keeps the Generator waiting after the coder has answered: the actor
-    # dies inside the node, before its step is checkpointed.
-    held = {"model": "scripted-feedback", "schema": "TestInstruction", "times": 1, "delay_s": 120}
-    held["json"] = {"instruction": "1. Click 'Show opening hours'. Answer YES if the hours appear, otherwise NO."}
-    db = tmp_path / "webgen.db"
-    with ScriptedServer(_landing_with(held)) as server:
-        pool, specs = _one_trajectory_pool(tmp_path, server.base_url, chromium_path, ray_address, "kept")
-        run_id = specs[0].run_id
-        async with pool:
-            work = asyncio.create_task(rollout_on_pool(pool, specs))
-            deadline = time.monotonic() + 300
-            while not any(r.model == "scripted-coder" and r.status == 200 for r in server.requests):
-                assert not work.done() and time.monotonic() < deadline, "the coder was never asked"
-                await asyncio.sleep(0.1)
-            # The reply reaches the checkpoint as soon as it arrives (or, without that, never: 15 s is plenty).
-            for _ in range(150):
-                if _task_results(db, run_id):
-                    break
-                await asyncio.sleep(0.1)
-            victim = RunIndex(db).get(run_id)
-            assert victim is not None and victim.status == "running"
-            os.kill(victim.pid, signal.SIGKILL)  # the actor process, inside the Generator node
-            outcomes = await asyncio.wait_for(work, 400)
-        coder_turns = Counter(r.turn for r in server.requests if r.model == "scripted-coder")
-    assert [(o.run_id, o.status) for o in outcomes] == [(run_id, "finished")], outcomes
-    assert RunIndex(db).get(run_id).pid != victim.pid, "it was continued by the replacement actor"
-    # The reply received before the kill was the step: the coder was asked each turn once.
-    assert coder_turns == Counter({0: 1, 1: 1}), coder_turns
-
-
-@pytest.mark.e2e
-async def test_a_job_whose_actor_dies_each_time_before_it_gets_on_is_given_up(tmp_path, chromium_path, ray_address):
-    from webgen_agent.apps.cluster.driver import GIVEN_UP
-    from webgen_agent.apps.cluster.rollout import rollout_on_pool
-
-    # The first three coder calls never answer in time: each attempt is killed before any node ends.
-    stalled = {"model": "scripted-coder", "turn": 0, "times": 3, "delay_s": 120, "content": "never seen"}
-    db = tmp_path / "webgen.db"
-    with ScriptedServer(_landing_with(stalled)) as server:
-        pool, specs = _one_trajectory_pool(tmp_path, server.base_url, chromium_path, ray_address, "doomed")
-        run_id = specs[0].run_id
-        async with pool:
-            work = asyncio.create_task(rollout_on_pool(pool, specs))
-            killed: list[int] = []
-            deadline = time.monotonic() + 400
-            while len(killed) < 3:  # each time the job runs on a new actor, that actor is killed
-                assert not work.done(), work.result()
-                assert time.monotonic() < deadline, f"the job was not sent again after {len(killed)} kill(s)"
-                record = RunIndex(db).get(run_id)
-                if record is not None and record.status == "running" and record.pid not in killed:
-                    os.kill(record.pid, signal.SIGKILL)
-                    killed.append(record.pid)
-                await asyncio.sleep(0.1)
-            outcomes = await asyncio.wait_for(work, 300)
-        coder_answers = [r.status for r in server.requests if r.model == "scripted-coder"]
-    # Three deaths in a row without progress: reported failed, and resumable (a re-run continues it).
-    assert [(o.run_id, o.status, o.error) for o in outcomes] == [(run_id, "failed", GIVEN_UP)], outcomes
-    assert RunIndex(db).get(run_id).status == "interrupted"
-    assert 200 not in coder_answers, "the job never got a reply, so it never got on"
