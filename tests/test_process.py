@@ -312,6 +312,29 @@ for pid in range(1000, 1300):
     assert [e.argv for e in ProcessRegistry(path).entries()] == [["kept"]]
 
 
+def test_the_size_cap_holds_while_another_process_frees_more_than_the_command_writes(tmp_path: Path) -> None:
+    """The guard notices growth by asking the filesystem; another run's clean-up freeing space at the
+    same moment hid the command's writes from it (seen in a full suite run: the command was never
+    stopped). The folders are also walked on a slower clock, so the cap still holds."""
+    from webgen_agent.tools.limits import WorkspaceGuard
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    other = tmp_path / "another-runs-tree.bin"  # on the same filesystem, freed as the command writes
+    other.write_bytes(bytes(256 * 2**20))  # more than other writers on the machine add in the wait below
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guard = WorkspaceGuard((workspace,), 16 * 2**20, sleeper.pid).start()
+    try:
+        other.unlink()
+        (workspace / "fill.bin").write_bytes(bytes(18 * 2**20))
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL  # the slower clock walks every second
+        assert "reached 18 MB" in guard.message(), guard.message()
+    finally:
+        guard.stop()
+        with contextlib.suppress(ProcessLookupError):
+            sleeper.kill()
+
+
 def test_the_size_cap_counts_what_a_command_writes_not_the_seeded_npm_cache(tmp_path: Path) -> None:
     """A private npm cache starts as a copy of the shared one: that copy is not the command's doing.
     The guard trips on the command's own writes past the workspace cap, and tells the model that

@@ -263,6 +263,15 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
+# The slower clock of the guard's walks: at least every second, and never more than 5 % of a
+# core on walking (a walk of a large node_modules takes tens of milliseconds).
+_MIN_WALK_EVERY_S = 1.0
+
+
+def _walk_every_s(walk_s: float) -> float:
+    return max(_MIN_WALK_EVERY_S, 20 * walk_s)
+
+
 class WorkspaceGuard:
     """Watches a workspace (and a private npm cache) while a command writes; kills its group past the cap.
 
@@ -272,7 +281,10 @@ class WorkspaceGuard:
     counts other writers on the same filesystem too: that only costs a walk. What it can miss is
     space another process frees at the same time, which hides as much of the command's writes
     (the check after the command still sees them). The overshoot is what the command writes in one
-    interval and one walk (figures in docs/security.md).
+    interval and one walk (figures in docs/security.md). Space another process frees at the same
+    time (another run's clean-up) hides as much of the command's writes from that growth, so the
+    folders are also walked on a slower clock whatever the growth (``_walk_every_s``): a freed disk
+    delays the kill by at most that long.
     """
 
     def __init__(
@@ -289,20 +301,26 @@ class WorkspaceGuard:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _walk(self) -> int:
-        return sum(disk_usage(folder) for folder in self.folders) - self.uncounted_bytes
+    def _walk(self) -> tuple[int, float]:
+        """The folders' size and how long measuring it took."""
+        started = time.monotonic()
+        used = sum(disk_usage(folder) for folder in self.folders) - self.uncounted_bytes
+        return used, time.monotonic() - started
 
     def run(self) -> None:
         """Poll until ``stop``, or until the cap is passed (then kill the group and return)."""
         baseline = _filesystem_used(self.folders)
-        used = self._walk()
+        used, walk_s = self._walk()
+        walked_at = time.monotonic()
         while used <= self.cap_bytes:
             if self._stopped.wait(self.interval_s) or not _group_exists(self.pgid):
                 return
             now = _filesystem_used(self.folders)
-            if used + (now - baseline) > self.cap_bytes:
+            due = time.monotonic() - walked_at >= _walk_every_s(walk_s)
+            if due or used + (now - baseline) > self.cap_bytes:
                 baseline = now  # writes during the walk count in the next growth
-                used = self._walk()
+                used, walk_s = self._walk()
+                walked_at = time.monotonic()
         if not self._stopped.is_set():
             self.tripped_at = used
             with contextlib.suppress(OSError):
