@@ -26,6 +26,8 @@ from webgen_agent.core.context import AgentContext
 
 pytestmark = pytest.mark.e2e
 
+# The tasks whose results a run keeps as they arrive (model replies), beside the nodes.
+KEPT_TASKS = {"coder_reply", "test_instruction_reply"}
 NODES = {"generator", "executor", "screenshot_judge", "gui_tester", "critic", "refiner", "backtrack", "finalize"}
 # The WebLoop loop's nodes: in the same graph, never reached by the default loop the demo runs.
 LOOP_NODES = {"checker", "code_critic"}
@@ -158,9 +160,9 @@ async def studio(studio_server: DevServer) -> StudioSession:
 
 
 def _updated_nodes(parts: list[tuple[str, Any]]) -> list[str]:
-    """The graph's nodes in the order of their updates (the coder calls' kept results, updates of the
-    ``coder_reply`` task, left out)."""
-    return [node for event, data in parts if event == "updates" for node in data if node != "coder_reply"]
+    """The graph's nodes in the order of their updates (the kept model replies, updates of the
+    ``coder_reply`` and ``test_instruction_reply`` tasks, left out)."""
+    return [node for event, data in parts if event == "updates" for node in data if node not in KEPT_TASKS]
 
 
 def _progress(parts: list[tuple[str, Any]]) -> list[dict[str, Any]]:
@@ -227,8 +229,10 @@ def test_stream_yields_node_updates_and_progress_events(studio: StudioSession) -
     assert errors == [], studio.log
     updated = _updated_nodes(studio.parts)
     assert updated[0] == "generator" and updated[-1] == "finalize"
-    # Each coder reply is kept as it arrives (nodes/coding.py): Studio shows it as a task update.
-    assert any("coder_reply" in data for event, data in studio.parts if event == "updates")
+    # Each coder reply and the GUI test instruction are kept as they arrive (nodes/coding.py,
+    # nodes/gui_testing.py): Studio shows each as a task update.
+    tasks = {name for event, data in studio.parts if event == "updates" for name in data if name not in NODES}
+    assert tasks == KEPT_TASKS
     assert set(updated) == NODES - {"backtrack"}
     progress = _progress(studio.parts)
     ends = [e for e in progress if e["phase"] == "end"]
