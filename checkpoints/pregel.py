@@ -1,15 +1,16 @@
 """The LangGraph internals this project relies on, in one place.
 
 LangGraph has no public API for these: the checkpointer sees raw channel names,
-``update_state`` takes no context, and a task's result is saved only after it returns. Each name is pinned by tests/test_pregel.py against the
-installed LangGraph (its constants and a real graph), so an upgrade that renames one fails there,
+``update_state`` takes no context, and a task's result is saved only after it returns. Each name is
+pinned by tests/test_pregel.py against the installed LangGraph (its constants and a real graph), so an upgrade that renames one fails there,
 not in a run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -72,3 +73,21 @@ async def keep_task_result(value: Any) -> None:
         "configurable": {"thread_id": info.thread_id, "checkpoint_ns": graph_ns, "checkpoint_id": info.checkpoint_id}
     }
     await saver.aput_writes(where, [(RETURN_CHANNEL, value)], info.task_id)
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def kept_task(work: Callable[P, Awaitable[T]]) -> Any:
+    """A LangGraph task (``langgraph.func.task``) whose result is stored (``keep_task_result``) before
+    it returns: what a node that paid for an answer (a model's reply) calls it through."""
+    from langgraph.func import task
+
+    @functools.wraps(work)
+    async def kept(*args: P.args, **kwargs: P.kwargs) -> T:
+        value = await work(*args, **kwargs)
+        await keep_task_result(value)
+        return value
+
+    return task(kept)

@@ -6,10 +6,9 @@ import asyncio
 import re
 from typing import Any, Literal
 
-from langgraph.func import task
 from langgraph.runtime import Runtime
 
-from webgen_agent.checkpoints.pregel import keep_task_result
+from webgen_agent.checkpoints.pregel import kept_task
 from webgen_agent.core.context import AgentContext, ModelSettings
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE
@@ -65,14 +64,12 @@ def in_graph_run(runtime: Runtime[AgentContext]) -> bool:
     return runtime.execution_info is not None
 
 
-@task
+@kept_task
 async def coder_reply(settings: ModelSettings, messages: list[dict[str, str]]) -> dict[str, Any]:
     """One coder call whose answer the checkpoint keeps: a node run again (after an interrupt, a kill,
     its Ray actor's death) gets it back. The answer is stored before the task returns
-    (``keep_task_result``), not by LangGraph's write in the background, which a kill can overtake."""
-    reply = (await complete(settings, "coder", messages)).model_dump()
-    await keep_task_result(reply)
-    return reply
+    (``kept_task``), not by LangGraph's write in the background, which a kill can overtake."""
+    return (await complete(settings, "coder", messages)).model_dump()
 
 
 async def ask_coder(

@@ -12,10 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.func import task
 from pydantic import BaseModel, Field
 
-from webgen_agent.checkpoints.pregel import keep_task_result
+from webgen_agent.checkpoints.pregel import kept_task
 from webgen_agent.core.context import AgentContext, ModelSettings, Role
 from webgen_agent.core.state import AgentState, SampledTurn
 from webgen_agent.core.views import GuiSummary, TestInstruction
@@ -97,15 +96,13 @@ async def early_test_instruction(
     return WrittenInstruction(answer["text"], Usage.model_validate(answer["usage"]), answer["sampled"])
 
 
-@task
+@kept_task
 async def test_instruction_reply(context: AgentContext, requirement: str) -> dict[str, Any]:
     """The early instruction as a kept task (as the coder's reply is, nodes/coding.py): a Generator run
     again after its process died gets it back instead of paying the feedback model again. Called
     before the node's coder call, so that both tasks keep their places in the node's call order."""
     written = await write_test_instruction(context, requirement)
-    kept = {"text": written.text, "usage": written.usage.model_dump(), "sampled": dict(written.sampled)}
-    await keep_task_result(kept)
-    return kept
+    return {"text": written.text, "usage": written.usage.model_dump(), "sampled": dict(written.sampled)}
 
 
 def describe_action(action: GuiAction) -> str:

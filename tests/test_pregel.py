@@ -23,7 +23,7 @@ from webgen_agent.checkpoints.pregel import (
     INTERRUPT_CHANNEL,
     RETURN_CHANNEL,
     RUNTIME_CONFIG_KEY,
-    keep_task_result,
+    kept_task,
     waits_before,
     with_runtime_context,
 )
@@ -152,11 +152,8 @@ async def test_a_node_in_a_graph_run_keeps_a_task_and_a_node_called_by_hand_is_t
 
 
 async def test_a_kept_task_result_is_written_where_langgraph_files_the_task_s_own():
-    from langgraph.func import task
-
-    @task
+    @kept_task
     async def reply(n: int) -> int:
-        await keep_task_result(n + 1)
         return n + 1
 
     async def ask(state: State) -> State:
@@ -165,5 +162,5 @@ async def test_a_kept_task_result_is_written_where_langgraph_files_the_task_s_ow
     saver = WritesSeen()
     await _graph(ask).compile(checkpointer=saver).ainvoke({"count": 0}, _config("k"), context=Limits(0))
     returned = [key for key in saver.keys if key[3] == RETURN_CHANNEL]
-    # Once by keep_task_result, once by LangGraph: the same key (the saver keeps the first).
+    # Once by kept_task (keep_task_result), once by LangGraph: the same key (the saver keeps the first).
     assert len(returned) == 2 and returned[0] == returned[1], returned
