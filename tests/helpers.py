@@ -105,15 +105,29 @@ def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     )
 
 
+def until_checkpoints(
+    proc: subprocess.Popen,
+    db: str | Path,
+    run_id: str,
+    checkpoints: int,
+    *,
+    timeout_s: float = 240,
+    log: Path | None = None,
+) -> None:
+    """Wait until the run ``proc`` runs wrote ``checkpoints`` checkpoints (it must not end first; what
+    it printed, from ``log`` or its stdout, says why it did)."""
+    deadline = time.monotonic() + timeout_s
+    while checkpoint_count(db, run_id) < checkpoints:
+        assert proc.poll() is None, log.read_text() if log else proc.stdout.read()
+        assert time.monotonic() < deadline, f"the run did not reach {checkpoints} checkpoints"
+        time.sleep(0.05)
+
+
 def kill_when(
     proc: subprocess.Popen, db: str | Path, run_id: str, checkpoints: int, timeout_s: float = 240
 ) -> list[psutil.Process]:
     """SIGKILL the run once it wrote ``checkpoints`` checkpoints; returns what it had started by then."""
-    deadline = time.monotonic() + timeout_s
-    while checkpoint_count(db, run_id) < checkpoints:
-        assert proc.poll() is None, proc.stdout.read()
-        assert time.monotonic() < deadline, "the run did not reach the kill point"
-        time.sleep(0.05)
+    until_checkpoints(proc, db, run_id, checkpoints, timeout_s=timeout_s)
     started = psutil.Process(proc.pid).children(recursive=True)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

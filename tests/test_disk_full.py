@@ -13,13 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import checkpoint_count, scripted_models
+from tests.helpers import scripted_models, until_checkpoints
 from tests.postgres import PostgresCluster
 from tests.test_costs import REQUIREMENT
 from webgen_agent.apps.demo import scenario_path
@@ -66,55 +65,59 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+def run_until_the_disk_fills(run_id: str, flags: list[str], out: Path, disk: Path, env: dict[str, str], log: Path):
+    """Run the CLI; once step 0 is checkpointed (its coder turn recorded), fill ``disk``. Returns the
+    run's one error line, all it printed, and the file that filled the disk (remove it to free the space)."""
+    with log.open("w") as written:
+        proc = subprocess.Popen(
+            [CLI, "run", REQUIREMENT, "--run-id", run_id, "--out", str(out), *flags],
+            env=env,
+            stdout=written,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            until_checkpoints(proc, flags[flags.index("--db") + 1], run_id, 3, timeout_s=300, log=log)
+            filler = fill(disk)
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    output = log.read_text()
+    assert proc.returncode == 1, output
+    assert output.count("error:") == 1 and "Traceback" not in output, output
+    return output.split("error:")[1].strip(), output, filler
+
+
+def resume_asks_only_for_the_rest(
+    server: ScriptedServer, run_id: str, db: str, flags: list[str], env: dict[str, str], kept: list
+) -> None:
+    """``resume`` finishes the run, and the steps kept before the stop were not asked again."""
+    coder_before = sum(r.model == "scripted-coder" for r in server.requests)
+    resumed = subprocess.run([CLI, "resume", run_id, *flags[:-2]], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    coder_after = sum(r.model == "scripted-coder" for r in server.requests)
+    record = RunIndex(db).get(run_id)
+    assert record is not None and record.status == "finished"
+    steps = asyncio.run(final_state(db, run_id))["steps"]
+    assert [s["completion"] for s in steps[: len(kept)]] == [s["completion"] for s in kept]
+    assert coder_after - coder_before == len(steps) - len(kept)
+
+
 @pytest.mark.e2e
 def test_a_full_disk_stops_the_run_in_one_line_and_resume_continues(small_disk, chromium_path):
     db, out = small_disk / "webgen.db", small_disk / "runs" / "d"
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path, "COLUMNS": "200"}
     with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
         flags = [*scripted_models(server.base_url), "--db", str(db), "--max-steps", "3"]
-        log = small_disk.parent / "run.log"
-        with log.open("w") as written:
-            proc = subprocess.Popen(
-                [CLI, "run", REQUIREMENT, "--run-id", "d", "--out", str(out), *flags],
-                env=env,
-                stdout=written,
-                stderr=subprocess.STDOUT,
-            )
-            try:
-                # Step 0 is checkpointed (its coder turn recorded); then the disk fills.
-                deadline = time.monotonic() + 300
-                while not (db.exists() and checkpoint_count(db, "d") >= 3):
-                    assert proc.poll() is None, log.read_text()
-                    assert time.monotonic() < deadline, "the run never got under way"
-                    time.sleep(0.05)
-                filler = fill(small_disk)
-                proc.wait(timeout=300)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        output = log.read_text()
-        assert proc.returncode == 1, output
-        assert output.count("error:") == 1 and "Traceback" not in output, output
-        line = output.split("error:")[1].strip()
-        assert f"no space left on the disk mounted at {small_disk}" in line, output
+        line, _, filler = run_until_the_disk_fills("d", flags, out, small_disk, env, small_disk.parent / "run.log")
+        assert f"no space left on the disk mounted at {small_disk}" in line, line
         assert "webgen-agent resume d" in line
         # The checkpoint before the failed write is intact and readable.
         kept = asyncio.run(final_state(str(db), "d"))["steps"]
         assert kept
 
         filler.unlink()
-        coder_before = sum(r.model == "scripted-coder" for r in server.requests)
-        resumed = subprocess.run(
-            [CLI, "resume", "d", *flags[:-2]], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        coder_after = sum(r.model == "scripted-coder" for r in server.requests)
-    record = RunIndex(db).get("d")
-    assert record is not None and record.status == "finished"
-    steps = asyncio.run(final_state(str(db), "d"))["steps"]
-    # The steps kept before the stop were not asked again: the resume asked only for the rest.
-    assert [s["completion"] for s in steps[: len(kept)]] == [s["completion"] for s in kept]
-    assert coder_after - coder_before == len(steps) - len(kept)
+        resume_asks_only_for_the_rest(server, "d", str(db), flags, env, kept)
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
 
 
@@ -147,49 +150,17 @@ def small_postgres() -> Iterator[tuple[PostgresCluster, Path]]:
 def test_a_full_postgres_disk_stops_the_run_in_one_line_and_resume_continues(small_postgres, tmp_path, chromium_path):
     cluster, disk = small_postgres
     db = cluster.new_database()
-    out = tmp_path / "runs" / "p"
     env = {**os.environ, "WEBGEN_CHROMIUM": chromium_path, "COLUMNS": "200"}
     with ScriptedServer(Scenario.load(scenario_path("landing"))) as server:
         flags = [*scripted_models(server.base_url), "--db", db, "--max-steps", "3"]
-        log = tmp_path / "run.log"
-        with log.open("w") as written:
-            proc = subprocess.Popen(
-                [CLI, "run", REQUIREMENT, "--run-id", "p", "--out", str(out), *flags],
-                env=env,
-                stdout=written,
-                stderr=subprocess.STDOUT,
-            )
-            try:
-                # Step 0 is checkpointed (its coder turn recorded); then the server's disk fills.
-                deadline = time.monotonic() + 300
-                while checkpoint_count(db, "p") < 3:
-                    assert proc.poll() is None, log.read_text()
-                    assert time.monotonic() < deadline, "the run never got under way"
-                    time.sleep(0.05)
-                filler = fill(disk)
-                proc.wait(timeout=300)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-        output = log.read_text()
-        assert proc.returncode == 1, output
-        assert output.count("error:") == 1 and "Traceback" not in output, output
-        line = output.split("error:")[1].strip()
-        assert "no space left on the PostgreSQL server's disk" in line and "webgen-agent resume p" in line, output
+        line, output, filler = run_until_the_disk_fills(
+            "p", flags, tmp_path / "runs" / "p", disk, env, tmp_path / "run.log"
+        )
+        assert "no space left on the PostgreSQL server's disk" in line and "webgen-agent resume p" in line, line
         assert "unreachable" not in output, "a full disk is not an outage to wait out"
         # The checkpoint before the failed write is intact and readable.
         kept = asyncio.run(final_state(db, "p"))["steps"]
         assert kept
 
         filler.unlink()
-        coder_before = sum(r.model == "scripted-coder" for r in server.requests)
-        resumed = subprocess.run(
-            [CLI, "resume", "p", *flags[:-2]], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        coder_after = sum(r.model == "scripted-coder" for r in server.requests)
-    record = RunIndex(db).get("p")
-    assert record is not None and record.status == "finished"
-    steps = asyncio.run(final_state(db, "p"))["steps"]
-    assert [s["completion"] for s in steps[: len(kept)]] == [s["completion"] for s in kept]
-    assert coder_after - coder_before == len(steps) - len(kept)
+        resume_asks_only_for_the_rest(server, "p", db, flags, env, kept)
