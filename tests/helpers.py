@@ -95,6 +95,21 @@ def checkpoint_count(db: str | Path, run_id: str) -> int:
         return 0  # the tables are not created yet
 
 
+def kept_coder_replies(db: str | Path, run_id: str) -> int:
+    """Coder replies the run received and kept (``kept_task``) that no checkpointed step records yet:
+    a process stopped between the two; the run continued gets them back without asking the coder."""
+    from webgen_agent.checkpoints.pregel import RETURN_CHANNEL
+    from webgen_agent.checkpoints.saver import open_checkpointer
+
+    async def pending() -> list[Any]:
+        async with open_checkpointer(db, record_runs=False) as saver:
+            found = await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
+        return (found.pending_writes if found is not None else None) or []
+
+    # A coder reply is a Completion's dump; the GUI test instruction's kept reply has no "seconds".
+    return sum(1 for _, channel, value in asyncio.run(pending()) if channel == RETURN_CHANNEL and "seconds" in value)
+
+
 def start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "webgen_agent", *args],

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import checkpoint_count, scripted_models
+from tests.helpers import checkpoint_count, kept_coder_replies, scripted_models
 from tests.test_costs import REQUIREMENT
 from webgen_agent.apps.demo import scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -89,8 +89,11 @@ def test_a_postgres_restart_mid_rollout_is_waited_out(tmp_path, postgres_cluster
         error = first.split("error:")[1].strip()
         assert "\n" not in error and "stayed unreachable for 3s" in error and "run the same command again" in error
 
-        # The coder steps checkpointed before the stop (one asked but not yet saved is asked again).
-        kept = sum(len(_checkpointed_steps(db, r.run_id)) for r in RunIndex(db).list())
+        # The coder steps checkpointed before the stop, and the replies kept for a step not yet
+        # checkpointed (a reply in flight at the stop is asked again).
+        kept = sum(
+            len(_checkpointed_steps(db, r.run_id)) + kept_coder_replies(db, r.run_id) for r in RunIndex(db).list()
+        )
         asked_before = len(server.requests)
 
         # 2. The same command continues; the server is stopped hard mid-way and started again once a

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import scripted_models, until_checkpoints
+from tests.helpers import kept_coder_replies, scripted_models, until_checkpoints
 from tests.postgres import PostgresCluster
 from tests.test_costs import REQUIREMENT
 from webgen_agent.apps.demo import scenario_path
@@ -93,6 +93,7 @@ def resume_asks_only_for_the_rest(
 ) -> None:
     """``resume`` finishes the run, and the steps kept before the stop were not asked again."""
     coder_before = sum(r.model == "scripted-coder" for r in server.requests)
+    replies_kept = kept_coder_replies(db, run_id)
     resumed = subprocess.run([CLI, "resume", run_id, *flags[:-2]], env=env, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     coder_after = sum(r.model == "scripted-coder" for r in server.requests)
@@ -100,7 +101,7 @@ def resume_asks_only_for_the_rest(
     assert record is not None and record.status == "finished"
     steps = asyncio.run(final_state(db, run_id))["steps"]
     assert [s["completion"] for s in steps[: len(kept)]] == [s["completion"] for s in kept]
-    assert coder_after - coder_before == len(steps) - len(kept)
+    assert coder_after - coder_before == len(steps) - len(kept) - replies_kept
 
 
 @pytest.mark.e2e

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from tests.conftest import RAY_CPUS
-from tests.helpers import checkpoint_count, group_alive, owned_groups, scripted_models
+from tests.helpers import checkpoint_count, group_alive, kept_coder_replies, owned_groups, scripted_models
 from webgen_agent.apps.cluster.settings import RaySettings, check_store_reaches_nodes
 from webgen_agent.apps.demo import scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -416,19 +416,6 @@ async def test_bench_generation_on_ray_keeps_a_whole_budget(tmp_path, chromium_p
     assert said[-1].startswith("budget spent ($") and "1 of 2 instruction(s) generated, 1 not started" in said[-1]
 
 
-async def _kept_coder_replies(db: str, run_id: str) -> int:
-    """Coder replies kept for the run's next step (``kept_task``) that no checkpointed step records
-    yet: a run resumed gets them back without asking the coder."""
-    from webgen_agent.checkpoints.pregel import RETURN_CHANNEL
-    from webgen_agent.checkpoints.saver import open_checkpointer
-
-    async with open_checkpointer(db, record_runs=False) as saver:
-        found = await saver.aget_tuple({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}})
-    writes = (found.pending_writes if found is not None else None) or []
-    # A coder reply is a Completion's dump; the GUI test instruction's kept reply has no "seconds".
-    return sum(1 for _, channel, value in writes if channel == RETURN_CHANNEL and "seconds" in value)
-
-
 @pytest.mark.e2e
 def test_a_rollout_whose_driver_was_killed_continues_when_run_again(
     tmp_path, postgres_cluster, chromium_path, state_dir, ray_address
@@ -469,7 +456,7 @@ def test_a_rollout_whose_driver_was_killed_continues_when_run_again(
         kept = {r.run_id: asyncio.run(final_state(db, r.run_id)).get("steps", []) for r in RunIndex(db).list()}
         assert any(kept.values()) and not all(r.status == "finished" for r in RunIndex(db).list())
         # A coder reply that arrived before the kill, its step not yet checkpointed, was kept too.
-        replies_kept = sum(asyncio.run(_kept_coder_replies(db, run_id)) for run_id in kept)
+        replies_kept = sum(kept_coder_replies(db, run_id) for run_id in kept)
         seen = len(server.requests)
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=400)
         assert again.returncode == 0, again.stdout + again.stderr
