@@ -300,7 +300,9 @@ CACHE_POISON = [
 ]
 
 
-# A dev server that fills the workspace while it runs (it starts once the capture has loaded the page).
+# A dev server that fills the workspace while it runs: at the first request it answers (the check
+# that it is up) it writes past the cap before answering, then goes on writing. So the next step
+# always finds the folder over the cap, however fast the capture and the models were.
 SERVER_FILL = [
     Case(
         "a dev server writes past the workspace cap while it runs",
@@ -310,8 +312,10 @@ SERVER_FILL = [
                 "server.js",
                 "const fs = require('fs'); let i = 0, filling = false;"
                 "require('http').createServer((q, s) => { s.setHeader('content-type', 'text/html');"
-                " s.end('<h1>Filling</h1>'); if (!filling) { filling = true;"
-                " setInterval(() => fs.writeFileSync('fill' + (i++) + '.bin', Buffer.alloc(4000000)), 50); } })"
+                " if (!filling) { filling = true;"
+                " for (let k = 0; k < 9; k++) fs.writeFileSync('fill' + (i++) + '.bin', Buffer.alloc(4000000));"
+                " setInterval(() => fs.writeFileSync('fill' + (i++) + '.bin', Buffer.alloc(4000000)), 50); }"
+                " s.end('<h1>Filling</h1>'); })"
                 ".listen(Number(process.env.PORT), '127.0.0.1');",
             ),
         ),
