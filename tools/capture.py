@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from webgen_agent.tools.origin import origin_of
 
-_QUIET_S = 0.2
+# Network quiet after the first frames: no request in flight, none started or ended, this long.
+_QUIET_S = 0.1
 _MAX_TEXT = 4000
 MAX_ITEMS = 20
 _MAX_MODULES = 2000
@@ -137,6 +138,17 @@ _CONTENT_JS = """() => {
 _LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]'), a => a.href).slice(0, 200)"
 
 _SETTLE_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+# The page's overlay, text, links and title in one evaluation; a part that throws is left empty.
+_READ_JS = f"""() => {{
+  const part = (read, empty) => {{ try {{ return read(); }} catch (e) {{ return empty; }} }};
+  return {{
+    overlay: part({_OVERLAY_JS}, null),
+    content: part({_CONTENT_JS}, null),
+    links: part({_LINKS_JS}, []),
+    title: part(() => document.title, ''),
+  }};
+}}"""
 
 
 class PageCapture(BaseModel):
@@ -307,15 +319,8 @@ async def capture_page(
             result.status = response.status
         if wait_s is not None:
             await asyncio.sleep(wait_s)
-        # Network quiet: nothing in flight for _QUIET_S (module graphs, lazy chunks, fonts), capped.
-        while wait_s is None and time.monotonic() < deadline:
-            if watch.quiet_for(_QUIET_S):
-                break
-            await asyncio.sleep(0.05)
-        # Two animation frames: React and friends commit their first render after the load event.
         if wait_s is None:
-            with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-                await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
+            await _settle(page, watch, deadline)
     except PlaywrightError as exc:
         if isinstance(exc, PlaywrightTimeout):
             result.load_error = f"The page did not finish loading in {nav_timeout:g} s (a request or script hangs)."
@@ -331,21 +336,41 @@ async def capture_page(
     return result
 
 
+async def _settle(page: Page, watch: _PageWatch, deadline: float) -> None:
+    """Wait for the page to settle after its load event, at most until ``deadline``: two animation
+    frames (React and friends commit their first render, and start the effects that fetch data,
+    after the load event), then network quiet (nothing in flight for ``_QUIET_S``: lazy chunks,
+    fonts, that data), then two more frames when requests came after the first two (their answers
+    drawn)."""
+
+    async def frames() -> None:
+        with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
+            await asyncio.wait_for(page.evaluate(_SETTLE_JS), max(0.2, min(2.0, deadline - time.monotonic())))
+
+    await frames()
+    drawn_at = time.monotonic()
+    while time.monotonic() < deadline:
+        if watch.quiet_for(_QUIET_S):
+            break
+        await asyncio.sleep(0.02)
+    if watch.last_activity > drawn_at:
+        await frames()
+
+
 async def _read_page(page: Page, result: PageCapture, *, step_timeout: float, still: bool) -> None:
     """What can be read of the loaded page, each bounded so a hung page cannot hold the capture past
     its budget. ``still``: the screenshot with animations frozen."""
+    # One evaluation for the overlay, the text, the links and the title: each is a round trip
+    # through Playwright's driver and the DevTools relay.
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.overlay = await asyncio.wait_for(page.evaluate(_OVERLAY_JS), step_timeout)
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        content = await asyncio.wait_for(page.evaluate(_CONTENT_JS), step_timeout)
+        read = await asyncio.wait_for(page.evaluate(_READ_JS), step_timeout)
+        result.overlay = read.get("overlay")
+        content = read.get("content") or {}
         result.visible_text = str(content.get("text") or "")[:_MAX_TEXT]
         result.blank = bool(content.get("blank"))
         result.hidden_texts = int(content.get("hidden") or 0)
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        links = await asyncio.wait_for(page.evaluate(_LINKS_JS), step_timeout)
-        result.links = [str(link) for link in links if isinstance(link, str)]
-    with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
-        result.title = (await asyncio.wait_for(page.title(), step_timeout))[:300]
+        result.links = [str(link) for link in read.get("links") or [] if isinstance(link, str)]
+        result.title = str(read.get("title") or "")[:300]
     with contextlib.suppress(PlaywrightError, asyncio.TimeoutError):
         result.png = await page.screenshot(
             type="png",
