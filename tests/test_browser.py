@@ -44,6 +44,8 @@ PAGES = {
         ".then(items => { document.getElementById('list').innerHTML = items.map(i => '<li>' + i + '</li>').join(''); }),"
         " 30));</script>"
     ),
+    # Leaves for another host just after load (the navigation is refused).
+    "/leaves.html": "<title>Leaves</title><h1>Here</h1><script>setTimeout(() => { location.href = 'http://example.com/' }, 30)</script>",
 }
 
 
@@ -102,6 +104,20 @@ async def test_capture_waits_for_data_the_page_fetches_after_load(shared_browser
     capture = await shared_browser.capture(pages + "/late-data.html")
     assert "Sourdough" in capture.visible_text and "Loading" not in capture.visible_text
     assert capture.render_error is None
+
+
+async def test_a_page_that_tries_to_leave_the_site_is_told_so_however_fast_the_capture(
+    shared_browser: SharedBrowser, pages: str
+) -> None:
+    # Whether Chromium has shown its error page for the refused navigation when the page is read
+    # depends on the machine's speed; the refused navigation alone says the page left.
+    capture = await shared_browser.capture(pages + "/leaves.html")
+    # (Chromium may upgrade the address to https.)
+    assert capture.left_site is not None and capture.left_site.endswith("://example.com/")
+    assert (
+        capture.render_error is not None
+        and f"navigated away from the site to {capture.left_site}" in capture.render_error
+    )
 
 
 async def test_good_page(shared_browser: SharedBrowser, pages: str) -> None:

@@ -406,8 +406,10 @@ class SharedBrowser:
             blocked = await confine_to_origin(context, page, url, offline=offline)
             capture = await capture_page(page, url, nav_timeout=nav_timeout, reserve=reserve, wait_s=wait_s)
             capture.blocked_requests = (blocked + [f"connection to {r}" for r in proxy.refused])[:MAX_ITEMS]
+            # A refused navigation away from the site is the page leaving it, whether or not Chromium
+            # had replaced the page by an error page when it was read (that depends on the machine's speed).
             navigations = [b.removeprefix(NAVIGATION) for b in blocked if b.startswith(NAVIGATION)]
-            if navigations and capture.left_site is not None:
+            if navigations:
                 capture.left_site = navigations[0]
         finally:
             with contextlib.suppress(Exception):
