@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # webgen-agent's LangGraph server: the graph Studio talks to (langgraph.json), served by LangGraph's
 # API server, as a non-root user, with runs and the database on the /data volume. docs/deploy.md:
 # what the sandbox needs from the container runtime (deploy/seccomp-userns.json), compose.yaml, checks.
@@ -15,11 +14,11 @@ RUN pip install --no-cache-dir --root-user-action=ignore uv==0.13.9 \
 FROM ${PYTHON_IMAGE}
 # Chromium (screenshots, the GUI agent), Node.js and npm (the generated projects), bubblewrap, prlimit
 # and libseccomp (the sandbox for generated code), libatomic (Playwright's Node.js driver), fonts for
-# the pages. Not pinned: Debian's security updates come with each rebuild.
+# the pages, tini (PID 1, below). Not pinned: Debian's security updates come with each rebuild.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      chromium nodejs npm bubblewrap util-linux libseccomp2 libatomic1 fonts-liberation ca-certificates \
+      chromium nodejs npm bubblewrap util-linux libseccomp2 libatomic1 fonts-liberation ca-certificates tini \
  && rm -rf /var/lib/apt/lists/*
 # The packages at the versions CI tested (the core package and LangGraph's server), then the project.
 COPY requirements/studio.txt /tmp/requirements.txt
@@ -50,5 +49,8 @@ VOLUME ["/data"]
 EXPOSE 8123
 # The server's own records (threads, runs) go to its working folder: /data, beside the run database.
 WORKDIR /data
+# tini as PID 1 reaps the processes the sandbox leaves behind: bubblewrap's, whose parent exited
+# first, go to PID 1, and LangGraph's server there left each as a zombie (five a run).
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["langgraph", "dev", "--host", "0.0.0.0", "--port", "8123", "--no-browser", "--no-reload", \
      "--n-jobs-per-worker", "3", "--config", "/opt/webgen/langgraph.json"]

@@ -21,6 +21,8 @@ if not user or user[-1] in ("0", "root"):
 for package in ("chromium", "nodejs", "npm", "bubblewrap", "util-linux", "libseccomp2"):
     if not re.search(rf"apt-get install[^\n]*(\\\n[^\n]*)*\b{package}\b", dockerfile):
         problems.append(f"the image lacks {package}")
+if not re.search(r'^ENTRYPOINT \["/usr/bin/tini", "--"\]', dockerfile, re.M):
+    problems.append("the image's PID 1 is not tini (the sandbox's exited processes would stay zombies)")
 if "webgen-agent demo --prepare" not in dockerfile:
     problems.append("the demo's packages are not cached in the image")
 if not re.search(r'^VOLUME \["/data"\]', dockerfile, re.M) or "WEBGEN_DB=/data/" not in dockerfile:
@@ -63,4 +65,10 @@ refused=$(in_image "$TAG" webgen-agent run "A page" --model m --base-url http://
 # The whole offline demo in the container, no network at all: the cached packages, the sandbox.
 in_image "${SANDBOX_OPTS[@]}" "$TAG" webgen-agent demo --out /data/demo | tail -3 \
   || fail "the demo failed in the container"
-echo "image $TAG built and checked (non-root, tools, cached demo, sandbox under the profile, refusal without it, the demo offline)"
+# After a run, no process is left a zombie: under a PID 1 that reaps nothing but its own child (as
+# the LangGraph server), the sandbox's orphans would stay (5 a run); the image's tini reaps them.
+zombies='import glob, subprocess
+subprocess.run(["webgen-agent", "demo", "--out", "/data/demo"], stdout=subprocess.DEVNULL, check=True)
+print(sum("\nState:\tZ" in open(p).read() for p in glob.glob("/proc/[0-9]*/status")))'
+[ "$(in_image "${SANDBOX_OPTS[@]}" "$TAG" python -c "$zombies")" = 0 ] || fail "a run left zombie processes in the container"
+echo "image $TAG built and checked (non-root, tools, cached demo, sandbox under the profile, refusal without it, the demo offline, no zombies)"

@@ -1,6 +1,6 @@
 """The server image (Dockerfile, docs/deploy.md): built and checked where docker runs, else the recipe
-is checked (scripts/check_image.sh: a non-root user; Chromium, Node/npm and bubblewrap; the demo's
-packages cached; runs and the database on /data; a seccomp profile that lets bubblewrap make its
+is checked (scripts/check_image.sh: a non-root user; Chromium, Node/npm and bubblewrap; tini as PID 1
+(no zombies after a run); the demo's packages cached; runs and the database on /data; a seccomp profile that lets bubblewrap make its
 namespaces; compose with PostgreSQL, and the packages that speak it); the build context leaves out the virtualenvs, run databases,
 run folders and node_modules."""
 
@@ -36,7 +36,9 @@ def test_a_recipe_running_as_root_or_refusing_namespaces_is_caught(tmp_path: Pat
         source = REPO / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(dockerfile.read_text().replace("USER 10001", "USER root"))
+    # As root, and with the server itself as PID 1 (no tini to reap the sandbox's exited processes).
+    recipe = dockerfile.read_text().replace("USER 10001", "USER root")
+    dockerfile.write_text(recipe.replace('ENTRYPOINT ["/usr/bin/tini", "--"]\n', ""))
     profile = tmp_path / "deploy" / "seccomp-userns.json"
     profile.write_text(profile.read_text().replace('"acct",', '"acct", "unshare",'))
     # The server image without psycopg: compose's PostgreSQL database would stop it at start.
@@ -45,6 +47,7 @@ def test_a_recipe_running_as_root_or_refusing_namespaces_is_caught(tmp_path: Pat
     done = _check_image(tmp_path, DOCKER_HOST="unix:///nonexistent")
     assert done.returncode == 1
     assert "non-root" in done.stderr and "unshare" in done.stderr and "PostgreSQL extra" in done.stderr
+    assert "PID 1 is not tini" in done.stderr
 
 
 def test_the_build_context_leaves_out_local_state() -> None:
