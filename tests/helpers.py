@@ -76,23 +76,42 @@ async def eventually(
         await asyncio.sleep(interval_s)
 
 
-def checkpoint_count(db: str | Path, run_id: str) -> int:
-    """Checkpoints written so far for the run (0 before the tables exist), in either store."""
+def _thread_rows(db: str | Path, table: str, run_id: str, *, where: str = "") -> int:
+    """Rows of the checkpointer's ``table`` for the run (0 before the tables exist), in either store:
+    PostgreSQL's tables are named ``checkpoint_<table>`` but for ``checkpoints`` itself."""
     database = Database.of(db)
+    condition = f"thread_id = {{}}{where}"
     if database.is_postgres:
         import psycopg
 
+        name = table if table == "checkpoints" else f"checkpoint_{table}"
         try:
             with psycopg.connect(database.url, autocommit=True) as conn:
-                row = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", [run_id]).fetchone()
+                row = conn.execute(f"SELECT COUNT(*) FROM {name} WHERE {condition.format('%s')}", [run_id]).fetchone()
                 return int(row[0]) if row else 0
         except psycopg.errors.UndefinedTable:
             return 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            return conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", [run_id]).fetchone()[0]
+            return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {condition.format('?')}", [run_id]).fetchone()[0]
     except sqlite3.OperationalError:
         return 0  # the tables are not created yet
+
+
+def checkpoint_count(db: str | Path, run_id: str) -> int:
+    """Checkpoints written so far for the run, in either store."""
+    return _thread_rows(db, "checkpoints", run_id)
+
+
+def task_results(db: str | Path, run_id: str) -> int:
+    """The run's task results in the writes table (LangGraph's ``__return__`` writes), in either store."""
+    return _thread_rows(db, "writes", run_id, where=" AND channel = '__return__'")
+
+
+def the_one_error(output: str) -> str:
+    """What a CLI that stopped on an error said after ``error:``: said once, with no traceback."""
+    assert output.count("error:") == 1 and "Traceback" not in output, output
+    return output.split("error:")[1].strip()
 
 
 def kept_coder_replies(db: str | Path, run_id: str) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import kept_coder_replies, scripted_models, until_checkpoints
+from tests.helpers import kept_coder_replies, scripted_models, the_one_error, until_checkpoints
 from tests.postgres import PostgresCluster
 from tests.test_costs import REQUIREMENT
 from webgen_agent.apps.demo import scenario_path
@@ -84,8 +84,7 @@ def run_until_the_disk_fills(run_id: str, flags: list[str], out: Path, disk: Pat
                 proc.kill()
     output = log.read_text()
     assert proc.returncode == 1, output
-    assert output.count("error:") == 1 and "Traceback" not in output, output
-    return output.split("error:")[1].strip(), output, filler
+    return the_one_error(output), output, filler
 
 
 def resume_asks_only_for_the_rest(

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import checkpoint_count, scripted_models
+from tests.helpers import checkpoint_count, scripted_models, task_results
 from tests.test_costs import REQUIREMENT
 from webgen_agent.apps.demo import scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -46,12 +46,6 @@ def _scalar(db: str, sql: str, params: list[object]) -> int:
     with psycopg.connect(db, autocommit=True) as conn:
         row = conn.execute(sql, params).fetchone()
         return int(row[0]) if row else 0
-
-
-def _kept_results(db: str, run_id: str) -> int:
-    """The run's task results in the writes table (LangGraph's ``__return__`` writes)."""
-    sql = "SELECT COUNT(*) FROM checkpoint_writes WHERE thread_id = %s AND channel = '__return__'"
-    return _scalar(db, sql, [run_id])
 
 
 def _stored(db: str, text: str) -> bool:
@@ -140,7 +134,7 @@ def test_a_reply_is_stored_before_the_run_goes_on_and_a_kill_then_costs_no_model
                     _wait(lambda: _waiting(db, "blobs") >= 1, "the step's record", proc, log)
                     # Both replies' writes (each lands within milliseconds of the lock's release).
                     for _ in range(100):
-                        if _kept_results(db, "k") >= 2:
+                        if task_results(db, "k") >= 2:
                             break
                         time.sleep(0.05)
                 os.kill(proc.pid, signal.SIGKILL)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import task_results
 from webgen_agent.apps.cluster.settings import RaySettings
 from webgen_agent.apps.demo import scenario_path
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -41,18 +42,6 @@ def _one_trajectory_pool(tmp_path: Path, base_url: str, chromium: str, ray_addre
     return pool, plan_rollout([record], samples=1, name=name)
 
 
-def _task_results(db: Path, run_id: str) -> int:
-    """The run's kept task results (LangGraph's ``__return__`` writes) in the SQLite checkpoint."""
-    import sqlite3
-
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            query = "SELECT COUNT(*) FROM writes WHERE thread_id = ? AND channel = '__return__'"
-            return conn.execute(query, [run_id]).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-
-
 @pytest.mark.e2e
 async def test_a_coder_reply_received_before_its_actor_died_is_not_asked_again(tmp_path, chromium_path, ray_address):
     from collections import Counter
@@ -75,7 +64,7 @@ async def test_a_coder_reply_received_before_its_actor_died_is_not_asked_again(t
                 await asyncio.sleep(0.1)
             # The reply reaches the checkpoint as soon as it arrives (or, without that, never: 15 s is plenty).
             for _ in range(150):
-                if _task_results(db, run_id):
+                if task_results(db, run_id):
                     break
                 await asyncio.sleep(0.1)
             victim = RunIndex(db).get(run_id)
