@@ -2,8 +2,8 @@
 
 LangGraph has no public API for these: the checkpointer sees raw channel names,
 ``update_state`` takes no context, and a task's result is saved only after it returns. Each name is
-pinned by tests/test_pregel.py against the installed LangGraph (its constants and a real graph), so an upgrade that renames one fails there,
-not in a run.
+pinned by tests/test_pregel.py against the installed LangGraph (its constants and a real graph), so
+an upgrade that renames one fails there, not in a run.
 """
 
 from __future__ import annotations

@@ -278,13 +278,11 @@ class WorkspaceGuard:
     Walking the folders is too dear to repeat while npm writes thousands of files, so the guard
     walks them once, then every ``interval_s`` asks the filesystem how much it grew (``statvfs``)
     and walks again only when that growth could have taken the folders past the cap. The growth
-    counts other writers on the same filesystem too: that only costs a walk. What it can miss is
-    space another process frees at the same time, which hides as much of the command's writes
-    (the check after the command still sees them). The overshoot is what the command writes in one
-    interval and one walk (figures in docs/security.md). Space another process frees at the same
-    time (another run's clean-up) hides as much of the command's writes from that growth, so the
-    folders are also walked on a slower clock whatever the growth (``_walk_every_s``): a freed disk
-    delays the kill by at most that long.
+    counts other writers on the same filesystem too: that only costs a walk. The overshoot is what
+    the command writes in one interval and one walk (figures in docs/security.md). Space another
+    process frees at the same time (another run's clean-up) hides as much of the command's writes
+    from that growth, so the folders are also walked on a slower clock whatever the growth
+    (``_walk_every_s``): a freed disk delays the kill by at most that long.
     """
 
     def __init__(
