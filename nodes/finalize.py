@@ -25,7 +25,7 @@ from webgen_agent.nodes.selection import best_step, code_steps, step_files
 async def finalize(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResult:
     resources = get_resources()
     if state.get("run_id"):
-        await resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
+        resources.drop_gui_session(state["run_id"])  # opened for a GUI test that did not come
     steps = state.get("steps", [])
     if runtime.context.select_best:
         chosen = best_step(steps, runtime.context.rules.profile.selection)

@@ -98,7 +98,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
     )
     if plan != "agent":
         if state.get("run_id"):
-            await resources.drop_gui_session(state["run_id"])
+            resources.drop_gui_session(state["run_id"])
         replayed = replayed_update(state, step, target, plan, usage)
         return NodeResult({**update, **replayed.update}, replayed.message)
     run = await run_agent(context, state, target, served, instruction)

@@ -73,11 +73,11 @@ async def _prepare_gui_test_while_waiting(
     if done:
         return
     resources = get_resources()
-    await resources.prepare_gui_session(run_id, step["index"], url, context)
+    resources.prepare_gui_session(run_id, step["index"], url, context)
     await asyncio.wait({grading})
     answer = grading.result() if not grading.cancelled() and grading.exception() is None else None
     if answer is None or answer.value is None or answer.value.score < context.appearance_threshold:
-        await resources.drop_gui_session(run_id)
+        resources.drop_gui_session(run_id)
 
 
 def screenshot_only_messages(text: str, png: bytes) -> list[dict]:

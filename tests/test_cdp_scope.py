@@ -220,19 +220,26 @@ async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
     context = scripted_context("http://127.0.0.1:9/v1", max_steps=2).model_copy(update={"chromium": chromium_path})
     async with use_resources(Resources(tmp_path / "webgen.db", chromium=chromium_path)) as resources:
         browser = await resources.browser(context)
-        await resources.prepare_gui_session("run-a", 3, f"{site}/todo.html", context)
+        resources.prepare_gui_session("run-a", 3, f"{site}/todo.html", context)
+        opening = resources._gui_sessions["run-a"][1]
         assert await resources.take_gui_session("run-a", 4) is None  # another step: dropped, closed
-        await asyncio.sleep(0.5)
+        # ... in the background: the caller did not wait for the session to open only to close it.
+        assert not opening.done()
+        await asyncio.wait({opening})
+        for _ in range(100):  # then closed, its page gone
+            if f"{site}/todo.html" not in await page_urls(browser):
+                break
+            await asyncio.sleep(0.1)
         assert f"{site}/todo.html" not in await page_urls(browser)
 
-        await resources.prepare_gui_session("run-a", 5, f"{site}/chores.html", context)
+        resources.prepare_gui_session("run-a", 5, f"{site}/chores.html", context)
         taken = await resources.take_gui_session("run-a", 5)
         assert taken is not None and taken.url == f"{site}/chores.html" and taken.session.is_cdp_connected
         assert await resources.take_gui_session("run-a", 5) is None  # handed out once
         await taken.close()
 
         # One opened on a Chromium that died (and was relaunched) since is not handed out: its pages are gone.
-        await resources.prepare_gui_session("run-c", 2, f"{site}/todo.html", context)
+        resources.prepare_gui_session("run-c", 2, f"{site}/todo.html", context)
         opening = resources._gui_sessions["run-c"][1]
         await asyncio.wait({opening})  # opened: its page is loaded on this Chromium
         assert opening.exception() is None and f"{site}/todo.html" in await page_urls(browser)
@@ -243,7 +250,7 @@ async def test_a_run_gets_the_session_opened_for_the_step_it_tests_and_no_other(
             await asyncio.wait_for(stale.close(), 30)
         assert stale is None, "a GUI session on the dead Chromium was handed out"
 
-        await resources.prepare_gui_session("run-b", 1, f"{site}/other.html", context)
+        resources.prepare_gui_session("run-b", 1, f"{site}/other.html", context)
     # Closing the resources closes the session nobody took, then the browser.
     assert not browser.healthy
 
