@@ -72,7 +72,8 @@ async def test_a_slow_grade_hides_the_gui_sessions_start(tmp_path: Path, chromiu
     from webgen_agent.checkpoints.store import BlobStore
     from webgen_agent.graph.api import run_requirement
 
-    slow_grades = Scenario.load(scenario_path("demo")).with_delay(1.5, schema="ScreenshotJudgement")
+    # 0.8 s: a grade as a fast hosted model gives it, and long enough to hide most of the opening.
+    slow_grades = Scenario.load(scenario_path("demo")).with_delay(0.8, schema="ScreenshotJudgement")
     db = tmp_path / "webgen.db"
     with ScriptedServer(slow_grades) as server:
         context = scripted_context(server.base_url, max_steps=8).model_copy(update={"chromium": chromium_path})
