@@ -308,7 +308,7 @@ async def executor(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRes
     errored = not execution["ok"]
     update: Update = {"files": edit.files, "edit_step": step["index"], "steps": [patch], "events": edit.events}
     if rules.error_words_in_logs:
-        await log_error_words(execution, result, site, log_mark)
+        await log_error_words(execution, result, site, log_mark, context.rules.environment)
         if patch.get("screenshot"):
             # The Screenshot-Judge grades it and decides whether the step errored.
             patch["errored"] = execution["install_error"] or execution["start_error"]

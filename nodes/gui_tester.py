@@ -109,7 +109,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         if rules.fresh_run_each_step:
             # Read after the agent navigated: what the server printed meanwhile counts, as upstream's log does.
             execution = execution_record(served)
-            await log_error_words(execution, served, site, None)
+            await log_error_words(execution, served, site, None, context.rules.environment)
         record = await asyncio.to_thread(_run_record, instruction, run)
         result = upstream_update(state, step, target, upstream, record, usage, execution)
         steps = [*update.get("steps", []), *result.update.get("steps", [])]

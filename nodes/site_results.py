@@ -7,9 +7,12 @@ profile's rules start the site anew for it).
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+from webgen_agent.core.profiles import EnvironmentRules
 from webgen_agent.core.state import Execution
+from webgen_agent.nodes.feedback import clipped_log
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.process import ManagedProcess
 from webgen_agent.tools.site import ExecutionResult, SiteRunner
@@ -26,10 +29,15 @@ def server_log_mark(server: ManagedProcess | None) -> tuple[Path, int] | None:
 
 def server_log_since(server: ManagedProcess | None, mark: tuple[Path, int] | None) -> str:
     """The server's log written since ``mark`` (all of it when the server was started anew)."""
-    if server is None or not server.log_path.is_file():
+    if server is None:
         return ""
-    offset = mark[1] if mark is not None and mark[0] == server.log_path else 0
-    with server.log_path.open("rb") as handle:
+    return _read_log(server.log_path, mark[1] if mark is not None and mark[0] == server.log_path else 0)
+
+
+def _read_log(path: Path, offset: int = 0) -> str:
+    if not path.is_file():
+        return ""
+    with path.open("rb") as handle:
         handle.seek(offset)
         return handle.read(MAX_LOG_BYTES).decode("utf-8", "replace").replace("\x00", "")
 
@@ -51,16 +59,26 @@ def execution_record(result: ExecutionResult) -> Execution:
 
 
 async def log_error_words(
-    execution: Execution, result: ExecutionResult, site: SiteRunner, log_mark: tuple[Path, int] | None
+    execution: Execution,
+    result: ExecutionResult,
+    site: SiteRunner,
+    log_mark: tuple[Path, int] | None,
+    environment: EnvironmentRules,
 ) -> None:
-    """WebGen-Agent's error signals: the word "error" in npm's output or in the server's log."""
-    # A server that stopped in this step (it exited, or never answered) is gone: its log's last lines
-    # came back with the result.
-    stopped = result.log_tail if site.server is None and result.stage in ("start", "http") else ""
+    """WebGen-Agent's error signals: the word "error" in npm's output, or in the server's log as the
+    feedback shows it (clipped: A and RL ``execute_for_feedback.py`` test ``start_results``)."""
+    stopped = ""
+    if site.server is None and result.stage in ("start", "http"):
+        # A server that stopped in this step (it exited, or never answered) is gone: its whole log, as
+        # upstream reads the file (the last 40 lines came back with the result, when there is no file).
+        stopped = (await asyncio.to_thread(_read_log, Path(result.server_log)) if result.server_log else "") or (
+            result.log_tail
+        )
     logs = {
         "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
         "server": server_log_since(site.server, log_mark) or stopped,
     }
     execution["logs"] = await get_resources().store.aput_json(logs)
     execution["install_error"] = "error" in logs["install"].lower()
-    execution["start_error"] = "error" in logs["server"].lower()
+    shown = clipped_log(logs["server"], whole_up_to=environment.start_log_chars)
+    execution["start_error"] = "error" in shown.lower()

@@ -239,6 +239,18 @@ def test_rollout_runs_in_the_rollout_environment():
     assert rollout_context(context).environment == "rollout"
 
 
+def test_a_rollouts_coder_is_sampled_up_to_the_trainers_response_budget():
+    """WebGen-RL's sampler stops a reply at max_response_length (run script: 9,000 tokens); the
+    trainer's over-long rule then reads that reply, so a rollout asks for no more."""
+    upstream = scripted_context("http://127.0.0.1:9/v1", profile="upstream")
+    assert upstream.coder.max_tokens is None  # a run is not capped
+    assert rollout_context(upstream).coder.max_tokens == 9_000
+    smaller = upstream.model_copy(update={"coder": upstream.coder.model_copy(update={"max_tokens": 4_000})})
+    assert rollout_context(smaller).coder.max_tokens == 4_000
+    default = scripted_context("http://127.0.0.1:9/v1", profile="default")
+    assert rollout_context(default).coder.max_tokens is None  # no response budget in the default profile
+
+
 # ---- restart after an exception, and backtracking, in one scripted run --------------------------
 
 REQUIREMENT = "Build a page that greets the visitor."

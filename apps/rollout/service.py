@@ -109,9 +109,23 @@ def rollout_context(
 ) -> AgentContext:
     """The run context for rollouts: no backtracking or best-step selection (the trajectory as
     sampled is the training signal), a short step budget, the coder sampled hot, and the
-    profile's rollout environment."""
+    profile's rollout environment.
+
+    Under a profile with a response budget (upstream: 9,000 tokens) the coder's reply is also
+    sampled up to that budget, as WebGen-RL's sampler stops it (its ``max_response_length``): a
+    longer reply would be dropped or cut there anyway, and its repetition is judged on what the
+    sampler returned (docs/fidelity.md). A smaller cap the run already sets is kept.
+    """
+    budget = context.rules.profile.pool_response_tokens
+    caps = [cap for cap in (context.coder.max_tokens, budget) if cap is not None]
     coder = context.coder.model_copy(
-        update={"temperature": temperature, "top_p": top_p, "logprobs": logprobs, "token_ids": token_ids}
+        update={
+            "temperature": temperature,
+            "top_p": top_p,
+            "logprobs": logprobs,
+            "token_ids": token_ids,
+            "max_tokens": min(caps) if caps else None,
+        }
     )
     update: dict[str, Any] = {"coder": coder, "max_steps": max_steps, "backtrack": False, "select_best": False}
     separate_critic = context.rules.loop.trains_every_role and not context.shared_policy

@@ -90,6 +90,7 @@ class ExecutionResult(BaseModel):
         default=False, description="A kept server still served an old module after the cap: restarted."
     )
     log_tail: str = ""
+    server_log: str | None = Field(default=None, description="The log file of the server this call started.")
     install_log: str = Field(default="", description="npm install's output (capped), when npm ran.")
 
 
@@ -451,6 +452,7 @@ class SiteRunner:
                 "stage": stage,
                 "error": error,
                 "log_tail": tail,
+                "server_log": str(log_path),
                 "url": self._url,
                 "server_pid": server.pid,
             }
@@ -458,9 +460,16 @@ class SiteRunner:
             error = f"{died}\n{error}"
         if url is None:
             await self.stop()
-            return {"ok": False, "stage": stage, "error": error, "log_tail": tail}
+            return {"ok": False, "stage": stage, "error": error, "log_tail": tail, "server_log": str(log_path)}
         self._url = url
-        return {"ok": True, "stage": "ok", "url": url, "server_pid": server.pid, "log_tail": tail}
+        return {
+            "ok": True,
+            "stage": "ok",
+            "url": url,
+            "server_pid": server.pid,
+            "log_tail": tail,
+            "server_log": str(log_path),
+        }
 
     async def stop(self) -> None:
         """Kill the server's whole process group (safe to call when nothing runs)."""
