@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def upstream_number(value: object) -> int | float:
+    """A grade as WebGen-RL reads it (``extract_number``): a number as it is, else the first number
+    written in a string ("4/5" is 4), else 0."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and (match := _NUMBER.search(value)):
+        return int(match.group(0)) if re.fullmatch(r"[-+]?\d+", match.group(0)) else float(match.group(0))
+    return 0
+
+
+def upstream_text(value: object) -> str:
+    """A field as WebGen-Agent shows it (an f-string of whatever the key holds): None is nothing."""
+    return "" if value is None else value if isinstance(value, str) else str(value)
 
 
 class ScreenshotJudgement(BaseModel):
@@ -51,6 +69,19 @@ class ScreenshotDescription(BaseModel):
     screenshot_description: str = Field(description="Layout, components, colours, text; empty on an error.")
     suggestions: str = Field(description="How to improve the appearance; empty when nothing needs it.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_as_upstream(cls, data: Any) -> Any:
+        """Any JSON object is read as WebGen-Agent reads it (A `agent/webgen_agent.py` 186-196): each of
+        the three texts when its key is there, shown as written (a list of suggestions too); other
+        keys, and ``is_error``, are not read."""
+        if not isinstance(data, dict):
+            return data
+        texts = {
+            key: upstream_text(data.get(key)) for key in ("error_message", "screenshot_description", "suggestions")
+        }
+        return {"is_error": data.get("is_error") is True, **texts}
+
 
 class ScreenshotGrade(BaseModel):
     """Upstream profile: the VLM's 0-5 appearance grade of a screenshot."""
@@ -58,7 +89,18 @@ class ScreenshotGrade(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     analysis: str = Field(description="A few sentences: strengths and weaknesses.")
-    grade: int = Field(ge=0, le=5, description="0 blank ... 5 excellent.")
+    # Asked for 0-5; read as given (upstream keeps whatever number the model wrote).
+    grade: int = Field(description="0 blank ... 5 excellent.", json_schema_extra={"minimum": 0, "maximum": 5})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_as_upstream(cls, data: Any) -> Any:
+        """Any JSON object is read as WebGen-Agent reads it: ``data.get("grade", 0)`` and nothing else
+        (A `utils/get_screenshot_description.py` 174), the grade's first number when it is text
+        (RL `execute_for_feedback.py` 484)."""
+        if not isinstance(data, dict):
+            return data
+        return {"analysis": upstream_text(data.get("analysis")), "grade": upstream_number(data.get("grade", 0))}
 
 
 class GuiSummary(BaseModel):
@@ -68,7 +110,27 @@ class GuiSummary(BaseModel):
 
     passed: bool = Field(description="The run shows the website working as the instruction asks.")
     suggestions: str = Field(description="Fixes for the problems the run revealed; empty when it passed.")
-    grade: int = Field(ge=1, le=5, description="1 nearly everything fails ... 5 everything works.")
+    # Asked for 1-5; read as given, 0 when missing (upstream's ``get("grade", 0)``).
+    grade: int = Field(
+        description="1 nearly everything fails ... 5 everything works.", json_schema_extra={"minimum": 1, "maximum": 5}
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_as_upstream(cls, data: Any) -> Any:
+        """Upstream's own names (``test_passed``, ``improvement_suggestions``: its prompt, read with
+        ``--prompts-from``) as well as these; the grade as upstream reads it, 0 when missing, its first
+        number when it is text (RL `execute_for_feedback.py` 463-464); other keys are not read."""
+        if not isinstance(data, dict):
+            return data
+        suggestions = data.get("suggestions", data.get("improvement_suggestions"))
+        read = {
+            # Not read upstream (only set by a YES): an answer without it is not unusable.
+            "passed": data.get("passed", data.get("test_passed")) is True,
+            "grade": upstream_number(data.get("grade", 0)),
+        }
+        # Upstream reports a summary without suggestions as missing (A `agent/webgen_agent.py` 163-169).
+        return read if suggestions is None else {**read, "suggestions": upstream_text(suggestions)}
 
 
 class RequirementCheck(BaseModel):
