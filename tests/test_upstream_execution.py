@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import html
 import http.server
 import json
 import re
@@ -72,7 +73,8 @@ def reference_rollout_turn(reply: str) -> tuple[str | None, bool, dict[str, str]
     is looked for first, then finish; a control turn over 400 characters or holding boltArtifact is
     badly formatted.
     """
-    files = dict(re.findall(r'<boltAction type="file" filePath="(.*?)">(.*?)</boltAction>', reply, flags=re.DOTALL))
+    found = re.findall(r'<boltAction type="file" filePath="(.*?)">(.*?)</boltAction>', reply, flags=re.DOTALL)
+    files = {path: html.unescape(body) for path, body in found}
     word = None
     if 'boltAction type="screenshot_validated"' in reply or "boltAction type='screenshot_validated'" in reply:
         word = "screenshot_validated"
@@ -168,6 +170,9 @@ REPLIES = [
     f"{artifact(('src/App.jsx', 'export default () => null'))}\n{FINISH}",
     "<boltAction type='screenshot_validated'/>" + " I checked every part of the page again." * 12,
     artifact(("index.html", "<h1>Plain edit</h1>")),
+    artifact(("src/App.jsx", "\nexport default () => null\n")),  # the body's first newline is written too
+    f'<boltAction type="file" filePath="src/App.jsx">\nexport default () => null</boltAction>\n{VALIDATED}',
+    '<boltArtifact id="a"><boltAction filePath="index.html" type="file"><h1>Other spelling</h1></boltAction></boltArtifact>',
 ]
 
 

@@ -43,6 +43,9 @@ _ARTIFACT_OPEN = re.compile(r"<boltArtifact\b([^>]*)>", re.IGNORECASE)
 _ARTIFACT_CLOSE = re.compile(r"</boltArtifact\s*>", re.IGNORECASE)
 _ACTION = re.compile(r"<boltAction\b([^>]*)>(.*?)</boltAction\s*>", re.IGNORECASE | re.DOTALL)
 _ACTION_OPEN = re.compile(r"<boltAction\b", re.IGNORECASE)
+# WebGen-Agent's own reading of a file action (A and RL `file_management.py`
+# `extract_and_write_files`): exactly this spelling, the content as written (its first newline too).
+_UPSTREAM_FILE = re.compile(r'<boltAction type="file" filePath="(.*?)">(.*?)</boltAction>', re.DOTALL)
 _FENCE = re.compile(r"^```[\w-]*\n(.*)\n```\s*$", re.DOTALL)
 # A control signal written as a tag: <boltAction type="finish"/> or <boltAction type='finish'></boltAction>.
 _CONTROL_TAG = re.compile(
@@ -205,17 +208,24 @@ def _parse_upstream(text: str, *, rollout: bool = False) -> ParsedReply:
         problems: list[str] = []
         if len(text.strip()) > CONTROL_REPLY_MAX_CHARS:
             problems.append(f"A '{word}' reply should be the tag alone, not {len(text.strip())} characters.")
-        files: list[FileAction] = []
         if "boltArtifact" in text:
             applied = "was applied" if rollout else "was not applied"
             problems.append(f"A '{word}' reply must not hold a boltArtifact; its code {applied}.")
-            files = _edit(_strip_fence(text)).files if rollout else []
         if repetitive:
             problems.append(REPEATS_ITSELF)
+        # The rollout environment writes the file actions of every assistant turn, a control reply's
+        # included (RL `file_management.py` `create_workspace` 111-114); the agent loop only an edit's.
+        files = _upstream_files(text) if rollout else []
         return ParsedReply(kind=word, files=files, problems=problems, format_ok=not problems)
     edit = _edit(_strip_fence(text))
     problems = [*edit.problems, *([REPEATS_ITSELF] if repetitive else [])]
-    return edit.model_copy(update={"problems": problems, "format_ok": not repetitive})
+    return edit.model_copy(update={"files": _upstream_files(text), "problems": problems, "format_ok": not repetitive})
+
+
+def _upstream_files(text: str) -> list[FileAction]:
+    """The files WebGen-Agent writes for a reply: the actions its pattern finds, HTML entities
+    unescaped, nothing stripped (a file action spelled otherwise is not written)."""
+    return [FileAction(path=path, content=html.unescape(content)) for path, content in _UPSTREAM_FILE.findall(text)]
 
 
 def _parse_rollout(text: str) -> ParsedReply:
