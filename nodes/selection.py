@@ -45,16 +45,23 @@ def candidates(steps: Iterable[Step], selection: Selection = "code-edits") -> li
     return [s for s in pool if not s.get("exception")]
 
 
-def rank_key(step: Step) -> tuple[int, int, int]:
-    """Higher is better: GUI score, then screenshot score, then the later step."""
-    return (step["gui_score"], step["screenshot_score"], step["index"])
+def rank_key(step: Step, selection: Selection = "code-edits") -> tuple[int, int, int]:
+    """Higher is better: GUI score, then screenshot score, then the later step.
+
+    Ranking every step as WebGen-Agent does, a code edit counts no GUI grade: upstream records an
+    edit before any GUI test of it (A `agent/webgen_agent.py` 240, 256-261), and the test's grade
+    belongs to the control step that ran it. (The edit's own record carries that grade here, for
+    the people and exports that read it; an errored test step must not lend it to its edit.)
+    """
+    gui = 0 if selection == "every-step" and step["action"] == "edit" else step["gui_score"]
+    return (gui, step["screenshot_score"], step["index"])
 
 
 def best_step(steps: Iterable[Step], selection: Selection = "code-edits") -> Step | None:
     """Among good steps (all candidates if none is good): the highest by ``rank_key``."""
     pool = candidates(steps, selection)
     good = [s for s in pool if is_good(s)]
-    return max(good or pool, key=rank_key) if pool else None
+    return max(good or pool, key=lambda s: rank_key(s, selection)) if pool else None
 
 
 def best_good_step(
@@ -64,4 +71,4 @@ def best_good_step(
     (a manifest hash: the files the run has now) only a step with other files (a move)."""
     steps = list(steps)
     good = [s for s in candidates(steps, selection) if is_good(s) and step_files(s, steps) != away_from]
-    return max(good, key=rank_key) if good else None
+    return max(good, key=lambda s: rank_key(s, selection)) if good else None

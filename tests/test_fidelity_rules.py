@@ -63,24 +63,53 @@ def edit(index: int, screenshot: int, gui: int, errored: bool) -> Step:
     )
 
 
+def validated(index: int, tested: Step, gui: int, errored: bool) -> Step:
+    """A screenshot_validated step: its GUI test's grade, its edit's screenshot grade and files."""
+    return Step(  # type: ignore[typeddict-item]
+        index=index,
+        action="screenshot_validated",
+        tests_step=tested["index"],
+        screenshot_score=tested["screenshot_score"],
+        gui_score=gui,
+        errored=errored,
+    )
+
+
 def test_best_step_ranks_the_gui_grade_before_the_screenshot_grade():
     """A step with the better GUI grade wins over one with the better screenshot grade, as
     choose_best_node's key (webvoyager_grade, screenshot_grade, index) ranks them."""
     steps = [edit(0, 5, 2, False), edit(1, 3, 4, False), edit(2, 4, 4, False), edit(3, 5, 1, False)]
-    chosen = best_step(steps, "every-step")
+    chosen = best_step(steps, "code-edits")  # the default profile credits a test's grade to its edit
     assert chosen is not None and chosen["index"] == 2  # GUI 4 beats GUI 2 with screenshot 5; then screenshot 4 > 3
-    target = best_good_step(steps, "every-step")
+    target = best_good_step(steps, "code-edits")
     assert target is not None and target["index"] == 2
+    every = [edit(0, 5, 0, False), edit(1, 3, 0, False), validated(2, edit(1, 3, 0, False), 4, False)]
+    assert (best_step(every, "every-step") or {})["index"] == 2  # GUI 4 beats screenshot 5 upstream too
 
 
 def test_best_step_equals_upstreams_choice_on_random_histories():
+    """Histories of edits and GUI tests. Upstream records an edit with GUI grade 0 (A 240, 256-261);
+    this project's edit record carries its latest test's grade (for people and exports), which an
+    errored test step must not lend to the edit in the ranking."""
     rng = random.Random(31)
     for _ in range(500):
-        steps = [edit(i, rng.randint(0, 5), rng.randint(0, 5), rng.random() < 0.4) for i in range(rng.randint(1, 8))]
+        steps: list[Step] = []
+        webvoyager: dict[int, int] = {}
+        last_edit: Step | None = None
+        for i in range(rng.randint(1, 8)):
+            if last_edit is None or rng.random() < 0.5:
+                last_edit = edit(i, rng.randint(0, 5), 0, rng.random() < 0.4)
+                steps.append(last_edit)
+                webvoyager[i] = 0
+            else:
+                gui = rng.randint(0, 5)
+                steps.append(validated(i, last_edit, gui, rng.random() < 0.4))
+                last_edit["gui_score"] = gui  # the GUI-Tester writes the grade on the edit's record too
+                webvoyager[i] = gui
         nodes = {
             f"step{s['index']}": {
                 "screenshot_grade": s["screenshot_score"],
-                "webvoyager_grade": s["gui_score"],
+                "webvoyager_grade": webvoyager[s["index"]],
                 "has_error": s["errored"],
             }
             for s in steps
