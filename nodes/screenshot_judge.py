@@ -155,9 +155,10 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
         return exception_update(state, step, environment.restart_limit, why, described.usage + graded.usage)
     score = graded.value.grade if graded.value is not None else 0
     reading = described.value
-    visible_error = reading.error_message.strip() if reading is not None else ""
-    description = reading.screenshot_description.strip() if reading is not None else ""
-    suggestions = [reading.suggestions.strip()] if reading is not None and reading.suggestions.strip() else []
+    # As written: upstream shows each text that is not "" (whitespace too) and counts it as a reading.
+    visible_error = reading.error_message if reading is not None else ""
+    description = reading.screenshot_description if reading is not None else ""
+    suggestions = [reading.suggestions] if reading is not None and reading.suggestions else []
     execution = step.get("execution")
     errored = (
         bool(execution and (execution.get("install_error") or execution.get("start_error")))

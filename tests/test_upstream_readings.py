@@ -61,10 +61,11 @@ DESCRIPTIONS = [
     '{"screenshot_description": "A notes list.", "suggestions": ["Add colour.", "Bigger title."]}',  # a list
     '{"is_error": true, "error_message": "404 Not Found"}',  # the other keys missing
     '{"error_message": "", "screenshot_description": "A notes list.", "suggestions": "", "layout": "grid"}',
+    '{"error_message": "", "screenshot_description": " ", "suggestions": "  Add colour. "}',  # shown as written
 ]
 
 
-@pytest.mark.parametrize(("grade_text", "description_text"), list(zip(GRADES, DESCRIPTIONS * 2, strict=False)))
+@pytest.mark.parametrize(("grade_text", "description_text"), list(zip(GRADES * 2, DESCRIPTIONS, strict=False)))
 async def test_the_upstream_judge_reads_an_answer_as_upstream_reads_it(node_harness, grade_text, description_text):
     rules = [
         {"model": "scripted-vlm", "schema": "ScreenshotDescription", "content": description_text},
