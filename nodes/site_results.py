@@ -71,9 +71,8 @@ async def log_error_words(
     if site.server is None and result.stage in ("start", "http"):
         # A server that stopped in this step (it exited, or never answered) is gone: its whole log, as
         # upstream reads the file (the last 40 lines came back with the result, when there is no file).
-        stopped = (await asyncio.to_thread(_read_log, Path(result.server_log)) if result.server_log else "") or (
-            result.log_tail
-        )
+        whole = await asyncio.to_thread(_read_log, Path(result.server_log)) if result.server_log else ""
+        stopped = whole or result.log_tail
     logs = {
         "install": result.install_log or (result.log_tail if result.stage == "install" else ""),
         "server": server_log_since(site.server, log_mark) or stopped,

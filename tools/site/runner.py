@@ -443,33 +443,18 @@ class SiteRunner:
         script = start_script(package)
         shown = f"npm run {script[0]}" if kind == "npm" and script else "the static file server"
         url, stage, error = await wait_http(server, port, shown, timeout_s=self.start_timeout_s)
-        tail = server.log_tail(40)
+        logs = {"log_tail": server.log_tail(40), "server_log": str(log_path)}  # every outcome reports both
         if url is None and self.serve_failures and server.alive:
             # Served as it is: what answers there (an error page, or nothing) is captured and graded.
             self._url = own_url(server, port)
-            return {
-                "ok": False,
-                "stage": stage,
-                "error": error,
-                "log_tail": tail,
-                "server_log": str(log_path),
-                "url": self._url,
-                "server_pid": server.pid,
-            }
+            return {"ok": False, "stage": stage, "error": error, "url": self._url, "server_pid": server.pid, **logs}
         if url is None and (died := await asyncio.to_thread(self.memory_death)) is not None:
             error = f"{died}\n{error}"
         if url is None:
             await self.stop()
-            return {"ok": False, "stage": stage, "error": error, "log_tail": tail, "server_log": str(log_path)}
+            return {"ok": False, "stage": stage, "error": error, **logs}
         self._url = url
-        return {
-            "ok": True,
-            "stage": "ok",
-            "url": url,
-            "server_pid": server.pid,
-            "log_tail": tail,
-            "server_log": str(log_path),
-        }
+        return {"ok": True, "stage": "ok", "url": url, "server_pid": server.pid, **logs}
 
     async def stop(self) -> None:
         """Kill the server's whole process group (safe to call when nothing runs)."""
