@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -15,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from PIL import Image
 from websockets.asyncio.client import connect
@@ -151,6 +153,34 @@ async def test_a_run_opens_its_first_capture_page_while_its_first_model_call_run
         assert capture.title == "Good" and Image.open(io.BytesIO(capture.png)).size == (1024, 700)
     finally:
         await resources.close()
+
+
+def _renderers(browser: SharedBrowser) -> int:
+    assert browser.pid is not None
+    count = 0
+    for process in psutil.Process(browser.pid).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            count += "--type=renderer" in process.cmdline()
+    return count
+
+
+async def test_the_browser_keeps_no_renderer_beyond_its_open_pages(
+    chromium_path: str, pages: str, tmp_path: Path
+) -> None:
+    """Every capture and GUI agent opens a browser context of its own, so a renderer Chromium starts
+    ahead for the next navigation (bound to one context) is never used: each one cost a run a
+    renderer's start and ~40 MB. After captures, the renderers are the open pages' own."""
+    browser = SharedBrowser(chromium_path, registry=ProcessRegistry(tmp_path / "processes.jsonl"))
+    await browser.start()
+    try:
+        for _ in range(3):
+            assert (await browser.capture(pages + "/good.html")).title == "Good"
+        await asyncio.sleep(1.0)  # a spare renderer starts just after a navigation commits
+        open_pages = sum(len(context.pages) for context in browser.browser.contexts)
+        assert open_pages >= 1  # the default context's page, and the next capture's page opened ahead
+        assert await asyncio.to_thread(_renderers, browser) == open_pages
+    finally:
+        await browser.close()
 
 
 async def test_uncaught_error_and_blank(shared_browser: SharedBrowser, pages: str) -> None:
