@@ -112,3 +112,51 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
     trajectory = upstream_trajectory(run)
     assert trajectory[0::2] == [SCREENSHOT_MARKER] * 15
     assert "Still looking for the scores." in trajectory[1] and "PARTIAL - the page loads" in trajectory[-1]
+
+
+def fails_then_answers(failures: int) -> Scenario:
+    """A VLM whose first ``failures`` answers are no action at all (prose, not the agent's JSON), then
+    one that answers YES."""
+    return Scenario.model_validate(
+        {
+            "name": "fails-then-answers",
+            "rules": [
+                {"times": failures, "content": "I am not sure what this page is for."},
+                {"agent": {"actions": [{"done": {"text": "YES - the high scores are shown.", "success": True}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("agent", ["upstream", "webgen-bench", "default"])
+async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agent_gives_up(
+    page_url: str, shared_browser, agent: str
+) -> None:
+    """WebVoyager notes a format error and goes on to its 15th iteration (A webvoyager/run.py 615-619),
+    as WebGen-Agent and WebGen-Bench run it, so 4 unreadable answers and then a YES are a run that
+    answered YES. The default profile's agent gives up after 3 in a row: a harness error, grade 0."""
+    rules = profile_rules("default" if agent == "default" else "upstream")
+    async with ScriptedServer(fails_then_answers(4)) as server:
+        settings = GuiAgentSettings(
+            model="vlm",
+            base_url=server.base_url,
+            api_key="k",
+            cdp_url=(await shared_browser.start()).ws_url,
+            max_actions=15,
+            max_actions_per_step=rules.gui_actions_per_step,
+            screenshots_kept=rules.gui_screenshots_kept,
+            max_failures=rules.gui_failures_before_giving_up,
+            timeout_s=240,
+        )
+        if agent == "webgen-bench":
+            case = UITestCase(task="Look at the high scores.", expected_result="A table of high scores is shown.")
+            settings = GuiAgentSettings(**{**settings.model_dump(), "max_failures": 3, **webgen_bench_agent(case)})
+        run = await run_gui_agent(url=page_url, task="Look at the high scores.", settings=settings)
+    answered = [r.rule_index for r in server.requests]
+    if agent == "default":
+        assert run.stopped_reason == "error" and run.final_answer is None
+        assert 1 not in answered and len(answered) <= 4
+    else:
+        assert run.stopped_reason == "done", run.errors
+        assert answered == [0] * 4 + [1] and "YES" in (run.final_answer or "")

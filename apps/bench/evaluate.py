@@ -75,6 +75,7 @@ def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
     return {
         "max_actions_per_step": 1,
         "screenshots_kept": 3,
+        "max_failures": None,  # WebVoyager goes on past a format error or a failed action
         "last_step_prompt": prompts.case_limit(case.expected_result),
     }
 

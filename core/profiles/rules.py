@@ -143,6 +143,9 @@ class ProfileRules:
     # the answer, so 1 gives budget - 1 actions and then a forced answer).
     gui_actions_per_step: int
     gui_screenshots_kept: int  # screenshots in each of the GUI agent's requests (the latest ones)
+    # Failed steps in a row (an unreadable answer, an action that failed) after which the GUI agent
+    # gives up and its run is a harness error; None: it goes on to its action budget.
+    gui_failures_before_giving_up: int | None
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.

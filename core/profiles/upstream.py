@@ -70,6 +70,9 @@ RULES = ProfileRules(
     rollout=ROLLOUT_ENVIRONMENT,
     gui_actions_per_step=1,  # WebVoyager: one action per iteration, the last 3 screenshots kept
     gui_screenshots_kept=3,
+    # WebVoyager notes a format error or a failed action and goes on to its 15th iteration
+    # (A webvoyager/run.py 615-619: `continue`; the action's exception becomes the next observation).
+    gui_failures_before_giving_up=None,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

@@ -64,7 +64,6 @@ EXCLUDED_ACTIONS = [
     "save_as_pdf",
     "screenshot",
 ]
-MAX_FAILURES = 3  # consecutive failed steps (model or browser) before browser-use gives up
 LLM_RETRIES = 2  # client retries per model call (timeouts, 429, 5xx)
 
 
@@ -307,7 +306,8 @@ def _build_agent(
         tools=Tools(exclude_actions=list(EXCLUDED_ACTIONS)),
         use_vision=True,
         max_actions_per_step=settings.max_actions_per_step,
-        max_failures=MAX_FAILURES,
+        # Never more than the action budget: an agent that may fail every step runs until that ends.
+        max_failures=min(settings.max_failures or settings.max_actions, settings.max_actions),
         # No extra model calls: no judge, no planning, no history compaction.
         use_judge=False,
         enable_planning=False,

@@ -49,6 +49,12 @@ class GuiAgentSettings(BaseModel):
         description="Added to the agent's last step, where browser-use offers only done: what the forced answer "
         "must say (empty: browser-use's own last-step message only).",
     )
+    max_failures: int | None = Field(
+        default=3,
+        ge=1,
+        description="Failed steps in a row (an unreadable answer, a failed action) after which the agent gives up; "
+        "None: it goes on to its action budget, as WebVoyager does.",
+    )
     timeout_s: float = Field(default=300.0, gt=0, description="Deadline of the whole run.")
     chromium_path: str = Field(default="", description="Chromium started for this run alone when cdp_url is None.")
     cdp_url: str | None = Field(
