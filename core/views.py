@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sized
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -103,13 +104,26 @@ class ScreenshotGrade(BaseModel):
         return {"analysis": upstream_text(data.get("analysis")), "grade": upstream_number(data.get("grade", 0))}
 
 
+def _asked_as_text(schema: dict[str, Any]) -> None:
+    """The field as the request asks for it, plain text; None only marks an answer that left it out."""
+    schema.pop("anyOf", None)
+    schema.pop("default", None)
+    schema["type"] = "string"
+
+
 class GuiSummary(BaseModel):
     """Upstream profile: the feedback model's summary of a GUI-agent run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"required": ["passed", "suggestions", "grade"]})
 
     passed: bool = Field(description="The run shows the website working as the instruction asks.")
-    suggestions: str = Field(description="Fixes for the problems the run revealed; empty when it passed.")
+    # Asked for; None when the object has none, which upstream reports as a summary it could not
+    # get, keeping the grade (A `agent/webgen_agent.py` 162-172).
+    suggestions: str | None = Field(
+        default=None,
+        description="Fixes for the problems the run revealed; empty when it passed.",
+        json_schema_extra=_asked_as_text,
+    )
     # Asked for 1-5; read as given, 0 when missing (upstream's ``get("grade", 0)``).
     grade: int = Field(
         description="1 nearly everything fails ... 5 everything works.", json_schema_extra={"minimum": 1, "maximum": 5}
@@ -129,8 +143,11 @@ class GuiSummary(BaseModel):
             "passed": data.get("passed", data.get("test_passed")) is True,
             "grade": upstream_number(data.get("grade", 0)),
         }
-        # Upstream reports a summary without suggestions as missing (A `agent/webgen_agent.py` 163-169).
-        return read if suggestions is None else {**read, "suggestions": upstream_text(suggestions)}
+        if suggestions is None:
+            return read
+        # Upstream shows them when ``len(...) > 0``: an empty list is nothing to improve.
+        shown = not isinstance(suggestions, Sized) or len(suggestions) > 0
+        return {**read, "suggestions": upstream_text(suggestions) if shown else ""}
 
 
 class RequirementCheck(BaseModel):

@@ -151,8 +151,12 @@ def upstream_trajectory(run: GuiRun) -> list[str]:
 
 
 async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiRun) -> UpstreamGuiResult:
-    """Summary by the feedback model from the instruction and what the agent did; an agent whose last
-    message holds "YES" passed, and its suggestions are cleared. A harness error grades 0."""
+    """Summary by the feedback model from the instruction and what the agent did, read as WebGen-Agent
+    reads it (A `utils/get_webvoyager_feedback.py` 16-30, 134-143; `agent/webgen_agent.py` 155-172):
+    asked as often as the profile's judges (once upstream); a reply with no JSON object is an error,
+    grade 0; an object that does not parse is an empty one; an agent whose last message holds "YES"
+    passed, its suggestions cleared; an object without suggestions otherwise could not be summarised
+    (errored) and keeps its grade. A harness error grades 0."""
     if run.stopped_reason == "error":
         return UpstreamGuiResult(error="; ".join(run.errors) or "the GUI agent failed")
     trajectory = upstream_trajectory(run)
@@ -161,15 +165,17 @@ async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiR
         {"role": "user", "content": context_prompts(context).gui_summary_user(instruction, trajectory)},
     ]
     writer, role = gui_notes_writer(context)
-    answer = await ask_structured(writer, role, messages, GuiSummary)
-    if answer.value is None:
-        return UpstreamGuiResult(usage=answer.usage)
+    answer = await ask_structured(writer, role, messages, GuiSummary, attempts=context.rules.profile.judge_attempts)
+    if answer.raised_upstream:
+        return UpstreamGuiResult(error="no JSON object in the GUI summary reply", usage=answer.usage)
+    summary = answer.value or GuiSummary.model_validate({})  # an object that does not parse: upstream's {}
     # WebGen-Agent reads the agent's last message whole (its reasoning and its answer), case-sensitive.
     last_message = run.messages[-1] if run.messages else (run.final_answer or "")
-    said_yes = "YES" in last_message
+    if "YES" in last_message:
+        return UpstreamGuiResult(passed=True, score=summary.grade, suggestions="", usage=answer.usage)
     return UpstreamGuiResult(
-        passed=said_yes or answer.value.passed,
-        score=answer.value.grade,
-        suggestions="" if said_yes else answer.value.suggestions.strip(),
+        passed=None if summary.suggestions is None else summary.passed,
+        score=summary.grade,
+        suggestions=summary.suggestions or "",
         usage=answer.usage,
     )

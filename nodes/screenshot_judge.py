@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -101,16 +100,6 @@ def judge_failure(*errors: str | None) -> str:
     return "; ".join(error for error in errors if error)
 
 
-# WebGen-Agent reads a judge reply's JSON as the text from its first "{" to its last "}"; a reply
-# with none raises (A utils/get_screenshot_description.py `parse_json_output`).
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
-def raised(answer: StructuredAnswer) -> bool:
-    """Whether WebGen-Agent's parser would raise on this answer: no usable value and no JSON object."""
-    return answer.value is None and not _JSON_OBJECT.search(answer.last_text)
-
-
 def exception_update(state: AgentState, step: Step, limit: int, why: str, usage: Usage) -> NodeResult:
     """A step that raised: never ranked; the run restarts before every later step, and ends once
     more steps raised than ``limit`` restarts allow (WebGen-Agent's ``run``)."""
@@ -149,8 +138,8 @@ async def upstream_judgement(state: AgentState, runtime: Runtime[AgentContext]) 
         ask_structured(vlm, "vlm", describe, ScreenshotDescription, attempts=attempts),
         ask_structured(vlm, "vlm", grade, ScreenshotGrade, attempts=attempts),
     )
-    if environment.restart_limit is not None and (raised(described) or raised(graded)):
-        which = [name for name, answer in (("description", described), ("grade", graded)) if raised(answer)]
+    if environment.restart_limit is not None and (described.raised_upstream or graded.raised_upstream):
+        which = [name for name, answer in (("description", described), ("grade", graded)) if answer.raised_upstream]
         why = f"no JSON object in the {' and '.join(which)} reply"
         return exception_update(state, step, environment.restart_limit, why, described.usage + graded.usage)
     score = graded.value.grade if graded.value is not None else 0

@@ -17,8 +17,13 @@ from typing import Any
 import pytest
 
 from tests.test_node_judges import captured_state
+from webgen_agent.apps.demo import scripted_context
+from webgen_agent.apps.scripted.server import ScriptedServer
+from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.views import GuiSummary
+from webgen_agent.nodes.gui_testing import upstream_gui_result
 from webgen_agent.nodes.screenshot_judge import screenshot_judge
+from webgen_agent.tools.gui_agent import GuiRun
 from webgen_agent.tools.models import parse_json_answer
 
 
@@ -96,7 +101,56 @@ def test_a_gui_summary_is_read_with_upstreams_names_and_grade(text, passed, sugg
     assert (summary.passed, summary.suggestions, summary.grade) == (passed, suggestions, grade)
 
 
-def test_a_gui_summary_without_suggestions_is_not_read_as_one():
-    """Upstream reports it as a summary it could not get (A `agent/webgen_agent.py` 163-169)."""
-    with pytest.raises(ValueError):
-        parse_json_answer('{"test_passed": true, "grade": 4}', GuiSummary)
+def reference_gui_summary(summary_text: str, agent_message: str) -> dict[str, Any]:
+    """WebGen-Agent's reading of a GUI test's summary, ported: get_webvoyager_feedback (A
+    utils/get_webvoyager_feedback.py 16-30, 134-143; no "{...}" raises, and the exception is the GUI
+    error) and get_feedback's GUI part (A agent/webgen_agent.py 155-172). This project's prompt names
+    the suggestions ``suggestions`` where upstream's names them ``improvement_suggestions``."""
+    match = re.search(r"\{.*\}", summary_text, flags=re.DOTALL)
+    if match is None:
+        return {"error": True, "grade": 0, "errored": True, "shown": None}
+    try:
+        data = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        data = {}
+    if "suggestions" in data and "improvement_suggestions" not in data:
+        data["improvement_suggestions"] = data.pop("suggestions")
+    if "YES" in agent_message:
+        data["test_passed"], data["improvement_suggestions"] = True, ""
+    grade = reference_number(data.get("grade", 0))
+    if "improvement_suggestions" not in data:
+        return {"error": False, "grade": grade, "errored": True, "shown": None}
+    shown = data["improvement_suggestions"]
+    return {"error": False, "grade": grade, "errored": False, "shown": f"{shown}" if len(shown) > 0 else ""}
+
+
+SUMMARIES = [
+    '{"passed": false, "suggestions": "Fix Save.", "grade": 2}',
+    '{"test_passed": false, "grade": 3}',  # no suggestions: could not be summarised, the grade kept
+    '{"grade": 4, "improvement_suggestions": []}',  # an empty list: nothing to improve
+    '{"grade": 2, "improvement_suggestions": ["Fix Save.", "Fix Undo."]}',  # shown as Python shows it
+    '{"grade": 3, "suggestions": "  "}',  # spaces are suggestions upstream shows
+    'Summary: {"grade": 4, "suggestions": "x",}',  # braces that do not parse: an empty object
+    "The agent clicked Save and the list updated. Grade 4.",  # no JSON object at all: an error
+]
+
+
+@pytest.mark.parametrize("agent_message", ["Action: done, the list is empty", "YES - the list updated"])
+@pytest.mark.parametrize("summary_text", SUMMARIES)
+async def test_a_gui_summary_is_read_once_as_upstream_reads_it(summary_text, agent_message):
+    """Asked once, as upstream asks; whatever comes back gives upstream's grade (the rollout's GUI
+    reward), its errored mark and the suggestions it shows."""
+    scenario = Scenario.model_validate(
+        {"name": "summary", "rules": [{"model": "scripted-feedback", "schema": "GuiSummary", "content": summary_text}]}
+    )
+    run = GuiRun(stopped_reason="done", messages=["Action: click Save", agent_message], final_answer=agent_message)
+    with ScriptedServer(scenario) as server:
+        result = await upstream_gui_result(scripted_context(server.base_url, profile="upstream"), "Click Save.", run)
+        asked = len(server.requests)
+    expected = reference_gui_summary(summary_text, agent_message)
+    assert asked == 1
+    assert result.score == expected["grade"]
+    assert bool(result.error) == expected["error"]
+    assert (bool(result.error) or result.passed is None) == expected["errored"]
+    if expected["shown"] is not None:
+        assert result.suggestions == expected["shown"]

@@ -137,6 +137,16 @@ class StructuredAnswer(BaseModel, Generic[T]):
         default="", description="The text of the last answer, used or not (the upstream profile reads it)."
     )
 
+    @property
+    def raised_upstream(self) -> bool:
+        """Whether WebGen-Agent's parser would raise on this answer: no usable value and no JSON object
+        (it reads the text from the first "{" to the last "}", A utils/get_screenshot_description.py
+        `parse_json_output`; none is an exception)."""
+        return self.value is None and not _JSON_OBJECT.search(self.last_text)
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
 
 # langchain-openai caches one async HTTP client per process, bound to the first event loop; a host
 # that runs the agent under a second ``asyncio.run`` would get "Event loop is closed". One client
