@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import run_main, sized
+from webgen_agent.core.views import Grade
 
 SCENARIOS = sized(
     ("governor-circling", "governor-improving", "backtrack", "restart", "landing"), ("governor-circling",)
@@ -63,7 +64,7 @@ async def _run(name: str, base: Path, stall_steps: int) -> dict[str, Any]:
     return {"steps": state["steps"], "governed": governed}
 
 
-def _best(steps: Sequence[Any]) -> tuple[bool, int, int]:
+def _best(steps: Sequence[Any]) -> tuple[bool, Grade, Grade]:
     """The run's best score (good page, GUI grade, screenshot grade); all zero without an edit."""
     from webgen_agent.core.governor import best_reached
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.core.profiles.rules import RewardPool
 from webgen_agent.core.state import Step
+from webgen_agent.core.views import Grade
 
 MALFORMED_REWARD = -1.0
 EPSILON = 1e-6
@@ -50,8 +51,8 @@ class PoolEntry:
 
     steps: list[int]  # coder steps whose completion tokens get this entry's advantage
     scored_step: int  # the step whose grades give the reward
-    screenshot_score: int
-    gui_score: int
+    screenshot_score: Grade
+    gui_score: Grade
     format_ok: bool
 
     @property

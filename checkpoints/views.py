@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from webgen_agent.checkpoints.credit import CriticReward, RewardKind
 from webgen_agent.checkpoints.flat_groups import FlatGroup
 from webgen_agent.checkpoints.formats import ExportFormat
-from webgen_agent.core.views import Critique
+from webgen_agent.core.views import Critique, Grade
 
 WebloopRole = Literal["generator", "critic", "refiner"]
 
@@ -68,8 +68,8 @@ class StepGrpoRecord(BaseModel):
     action: str = Field(description="edit, screenshot_validated, finish or malformed.")
     prompt: list[ChatMessage] = Field(description="The exact messages the coder was sent, system message first.")
     completion: list[ChatMessage] = Field(description="One assistant message: the coder's raw output.")
-    screenshot_score: int = Field(description="Screenshot grade 1-5 of the scored edit (0 when nothing rendered).")
-    gui_score: int = Field(description="GUI-test grade 1-5 of the scored edit (0 when not run).")
+    screenshot_score: Grade = Field(description="Screenshot grade 1-5 of the scored edit (0 when nothing rendered).")
+    gui_score: Grade = Field(description="GUI-test grade 1-5 of the scored edit (0 when not run).")
     scored_step: int = Field(
         description="The step whose scores give the reward: itself, or for a control word the code edit it refers to."
     )
@@ -112,8 +112,8 @@ class SftRecord(BaseModel):
     trajectory_id: str = Field(description="Run id.")
     step: int = Field(description="The chosen step (the last step when none was chosen).")
     reward: float = Field(description="Reward of that step (screenshot_score + gui_score, -1 if malformed).")
-    screenshot_score: int = Field(description="Screenshot grade of that step.")
-    gui_score: int = Field(description="GUI-test grade of that step.")
+    screenshot_score: Grade = Field(description="Screenshot grade of that step.")
+    gui_score: Grade = Field(description="GUI-test grade of that step.")
 
 
 class CriticRecord(BaseModel):
@@ -151,8 +151,8 @@ class RewardsRecord(BaseModel):
     chosen_step: int = Field(description="The step whose files became the final site; -1 when none.")
     steps: list[int] = Field(description="Step indices, in order.")
     rewards: list[float] = Field(description="Reward credited to each step: its pool entry's (same order).")
-    screenshot_scores: list[int] = Field(description="Screenshot grade of each step's pool entry.")
-    gui_scores: list[int] = Field(description="GUI-test grade of each step's pool entry.")
+    screenshot_scores: list[Grade] = Field(description="Screenshot grade of each step's pool entry.")
+    gui_scores: list[Grade] = Field(description="GUI-test grade of each step's pool entry.")
     replay_scores: list[float | None] = Field(
         default_factory=list,
         description="Share of recorded GUI tests that passed when replayed on each step's pool entry's page "

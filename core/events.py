@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from webgen_agent.core.views import Grade
+
 
 class ProgressEvent(BaseModel):
     """Custom stream event a host app can show (``stream_mode="custom"``)."""
@@ -16,8 +18,8 @@ class ProgressEvent(BaseModel):
         default="end", description="wait: a model call is waiting out its endpoint (message says why and how long)."
     )
     seconds: float | None = None
-    screenshot_score: int | None = None
-    gui_score: int | None = None
+    screenshot_score: Grade | None = None
+    gui_score: Grade | None = None
     errored: bool | None = None
     message: str = Field(default="", description="Short human-readable line.")
     warning: str = Field(default="", description="Something the user must know about the whole run (shown apart).")

@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 from webgen_agent.core.profiles.rules import ERRORED_SCORE, Profile
 from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, Event, GovernorCall, Step
+from webgen_agent.core.views import Grade
 
 # A backtrack target must be a good step: it ran and its screenshot grade is above ERRORED_SCORE
 # (nodes/selection.py's rule).
@@ -48,7 +49,7 @@ class GovernorVerdict:
     reason: str  # for the run's events: what was seen, in one line
 
 
-def _score(step: Step) -> tuple[bool, int, int]:
+def _score(step: Step) -> tuple[bool, Grade, Grade]:
     """Higher is better: a good page, then the GUI grade, then the screenshot grade."""
     good = not step["errored"] and step["screenshot_score"] >= _GOOD_SCREENSHOT
     return (good, step["gui_score"], step["screenshot_score"])

@@ -23,6 +23,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from webgen_agent.core.profiles.rules import Profile
+from webgen_agent.core.views import Grade
 
 StepAction = Literal["edit", "screenshot_validated", "finish", "malformed"]
 RunStatus = Literal["running", "finished", "failed", "rejected"]  # rejected: by the reviewer at finalize
@@ -103,8 +104,8 @@ class Step(TypedDict):
     summary: str  # one-line description of the edit
     format_ok: bool
     problems: list[str]  # format problems and refused paths, for the model
-    screenshot_score: int  # 1-5, 0 when nothing rendered
-    gui_score: int  # 1-5, 0 when not run
+    screenshot_score: Grade  # 1-5, 0 when nothing rendered
+    gui_score: Grade  # 1-5, 0 when not run
     gui_passed: bool | None  # None when no GUI test ran
     errored: bool
     timings: dict[str, float]  # node -> wall seconds
@@ -168,8 +169,8 @@ class StepUpdate(TypedDict, total=False):
     summary: str
     format_ok: bool
     problems: list[str]
-    screenshot_score: int
-    gui_score: int
+    screenshot_score: Grade
+    gui_score: Grade
     gui_passed: bool | None
     errored: bool
     timings: dict[str, float]
@@ -269,9 +270,9 @@ class StepView(TypedDict, total=False):
     summary: str
     errored: bool
     run: str  # "ok", or the stage that failed and why (install, start, http, render)
-    screenshot_score: int  # 1-5 from the Screenshot-Judge, 0 when nothing rendered
+    screenshot_score: Grade  # 1-5 from the Screenshot-Judge, 0 when nothing rendered
     screenshot: str  # what the judge saw
-    gui_score: int  # 1-5 from the GUI test, 0 when it did not run
+    gui_score: Grade  # 1-5 from the GUI test, 0 when it did not run
     gui_passed: bool | None
     check_score: float  # WebLoop: share of the requirement checks passed
     problems: list[str]

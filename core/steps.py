@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.core.costs import step_cost
 from webgen_agent.core.state import Step
+from webgen_agent.core.views import Grade
 
 
 class StepView(BaseModel):
@@ -25,8 +26,8 @@ class StepView(BaseModel):
     action: str = Field(description="edit, screenshot_validated, finish or malformed.")
     parent: int | None = Field(default=None, description="The step whose files and conversation this one built on.")
     summary: str = ""
-    screenshot_score: int = Field(default=0, description="1-5; 0 when nothing rendered or it was not graded.")
-    gui_score: int = Field(default=0, description="1-5; 0 when no GUI test ran.")
+    screenshot_score: Grade = Field(default=0, description="1-5; 0 when nothing rendered or it was not graded.")
+    gui_score: Grade = Field(default=0, description="1-5; 0 when no GUI test ran.")
     gui_passed: bool | None = None
     errored: bool = False
     judge_error: str = Field(default="", description="Why the screenshot judge gave no usable answer (grade 0).")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -11,7 +11,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
 
-def upstream_number(value: object) -> int | float:
+# A judge's grade as given: an integer from this project's own judges (their schemas say so);
+# upstream's readings keep any number the model wrote ("3.5" stays 3.5, as WebGen-RL's reward reads it).
+Grade = int | float
+
+
+def _asked_as_integer(low: int, high: int) -> Callable[[dict[str, Any]], None]:
+    """The grade as the request asks for it, an integer from ``low`` to ``high``; the answer is read as
+    any number, as upstream reads it (the bounds are the request's, not checked)."""
+
+    def schema_of(schema: dict[str, Any]) -> None:
+        schema.pop("anyOf", None)
+        schema.update(type="integer", minimum=low, maximum=high)
+
+    return schema_of
+
+
+def upstream_number(value: object) -> Grade:
     """A grade as WebGen-RL reads it (``extract_number``): a number as it is, else the first number
     written in a string ("4/5" is 4), else 0."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -91,7 +107,7 @@ class ScreenshotGrade(BaseModel):
 
     analysis: str = Field(description="A few sentences: strengths and weaknesses.")
     # Asked for 0-5; read as given (upstream keeps whatever number the model wrote).
-    grade: int = Field(description="0 blank ... 5 excellent.", json_schema_extra={"minimum": 0, "maximum": 5})
+    grade: Grade = Field(description="0 blank ... 5 excellent.", json_schema_extra=_asked_as_integer(0, 5))
 
     @model_validator(mode="before")
     @classmethod
@@ -125,8 +141,8 @@ class GuiSummary(BaseModel):
         json_schema_extra=_asked_as_text,
     )
     # Asked for 1-5; read as given, 0 when missing (upstream's ``get("grade", 0)``).
-    grade: int = Field(
-        description="1 nearly everything fails ... 5 everything works.", json_schema_extra={"minimum": 1, "maximum": 5}
+    grade: Grade = Field(
+        description="1 nearly everything fails ... 5 everything works.", json_schema_extra=_asked_as_integer(1, 5)
     )
 
     @model_validator(mode="before")

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from webgen_agent.checkpoints.pregel import kept_task
 from webgen_agent.core.context import AgentContext, ModelSettings, Role
 from webgen_agent.core.state import AgentState, SampledTurn
-from webgen_agent.core.views import GuiSummary, TestInstruction
+from webgen_agent.core.views import Grade, GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import sampled_turns
 from webgen_agent.nodes.profile import context_prompts
@@ -131,7 +131,7 @@ class UpstreamGuiResult(BaseModel):
 
     error: str = Field(default="", description="Why the GUI test could not run; empty when it ran.")
     passed: bool | None = Field(default=None, description="None when the run could not be summarised.")
-    score: int = Field(default=0, description="The summary's grade 1-5; 0 when it ran into an error or no summary.")
+    score: Grade = Field(default=0, description="The summary's grade 1-5; 0 when it ran into an error or no summary.")
     suggestions: str = ""
     usage: Usage = Field(default_factory=Usage)
 

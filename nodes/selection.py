@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from webgen_agent.core.profiles.rules import Selection
 from webgen_agent.core.state import Step
+from webgen_agent.core.views import Grade
 
 GOOD_SCREENSHOT = 3
 
@@ -45,7 +46,7 @@ def candidates(steps: Iterable[Step], selection: Selection = "code-edits") -> li
     return [s for s in pool if not s.get("exception")]
 
 
-def rank_key(step: Step, selection: Selection = "code-edits") -> tuple[int, int, int]:
+def rank_key(step: Step, selection: Selection = "code-edits") -> tuple[Grade, Grade, int]:
     """Higher is better: GUI score, then screenshot score, then the later step.
 
     Ranking every step as WebGen-Agent does, a code edit counts no GUI grade: upstream records an

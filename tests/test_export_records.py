@@ -130,3 +130,26 @@ async def test_rollout_skips_finished_and_leaves_a_live_run_alone(tmp_path):
 
 def test_split_accepts_repeats_and_commas():
     assert split_values(["a,b", " c ", ""]) == ["a", "b", "c"] and split_values(None) == []
+
+
+def test_grades_written_as_fractions_are_exported_and_rewarded_as_written(tmp_path):
+    """WebGen-RL keeps a judge's "3.5" (``extract_number``) and rewards it as written; so does the
+    export, in both pools (it used to refuse a grade that is not an integer)."""
+    store = BlobStore(tmp_path / "blobs.db")
+    steps = [
+        {"screenshot_score": 3.5, "gui_score": 4.5},
+        {"action": "screenshot_validated", "tests_step": 0, "gui_score": 4.5, "screenshot_score": 3.5},
+    ]
+    default = synthetic(store, "a", "g", [dict(s) for s in steps], chosen=0)
+    upstream = synthetic(store, "b", "h", [dict(s) for s in steps], chosen=0)
+    upstream.values["profile"] = "upstream"
+    records = list(step_grpo_records([default, upstream], BlobTexts(store)))
+    assert [(r.trajectory_id, r.reward, r.screenshot_score, r.gui_score) for r in records] == [
+        ("a", 8.0, 3.5, 4.5),
+        ("a", 8.0, 3.5, 4.5),
+        ("b", 8.0, 3.5, 4.5),
+        ("b", 8.0, 3.5, 4.5),
+    ]
+    lines = tmp_path / "grpo.jsonl"
+    assert write_records(records, lines) == 4
+    assert [json.loads(line)["screenshot_score"] for line in lines.read_text().splitlines()] == [3.5] * 4

@@ -9,6 +9,7 @@ import functools
 import http.server
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -42,6 +43,19 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
     httpd.shutdown()
     httpd.server_close()
+
+
+async def scripted_agent(server: ScriptedServer, shared_browser: Any, **rules: Any) -> GuiAgentSettings:
+    """A GUI agent of 15 actions on the shared Chromium, asking the scripted VLM; ``rules`` beside."""
+    return GuiAgentSettings(
+        model="vlm",
+        base_url=server.base_url,
+        api_key="k",
+        cdp_url=(await shared_browser.start()).ws_url,
+        max_actions=15,
+        timeout_s=240,
+        **rules,
+    )
 
 
 def never_answers(forced_text: str) -> Scenario:
@@ -86,14 +100,7 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
         }
     )
     async with ScriptedServer(never_answers("PARTIAL - the page loads but lists no scores.")) as server:
-        settings = GuiAgentSettings(
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            cdp_url=(await shared_browser.start()).ws_url,
-            max_actions=15,
-            timeout_s=240,
-        )
+        settings = await scripted_agent(server, shared_browser)
         run = await run_gui_agent(
             url=page_url,
             task=bench_prompts.case_task(page_url, case.task, case.expected_result, 15),
@@ -138,16 +145,12 @@ async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agen
     answered YES. The default profile's agent gives up after 3 in a row: a harness error, grade 0."""
     rules = profile_rules("default" if agent == "default" else "upstream")
     async with ScriptedServer(fails_then_answers(4)) as server:
-        settings = GuiAgentSettings(
-            model="vlm",
-            base_url=server.base_url,
-            api_key="k",
-            cdp_url=(await shared_browser.start()).ws_url,
-            max_actions=15,
+        settings = await scripted_agent(
+            server,
+            shared_browser,
             max_actions_per_step=rules.gui_actions_per_step,
             screenshots_kept=rules.gui_screenshots_kept,
             max_failures=rules.gui_failures_before_giving_up,
-            timeout_s=240,
         )
         if agent == "webgen-bench":
             case = UITestCase(task="Look at the high scores.", expected_result="A table of high scores is shown.")

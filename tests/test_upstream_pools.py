@@ -43,8 +43,8 @@ UNCOVERED = "uncovered"  # a trained token no entry covers: its advantage is the
 @dataclass
 class Turn:
     kind: str  # edit, validated or finish (what get_feedback reports for the reply)
-    shot: int
-    gui: int
+    shot: int | float  # a grade as the judge wrote it: upstream keeps a fraction
+    gui: int | float
     good: bool  # get_feedback's is_good_format
     reply: int  # the reply's tokens, its end-of-turn token included
     feedback: int  # the observation's tokens before the cut
@@ -166,6 +166,11 @@ def token_advantages(out: list[Row]) -> list[list[set[float | str] | None]]:
 # ---- random groups, and the same turns as the project records them ---------------------------------
 
 
+def random_grade(rng: random.Random) -> int | float:
+    """0-5, one grade in five a half (a judge that wrote "3.5": upstream rewards it as written)."""
+    return rng.randint(0, 10) / 2 if rng.random() < 0.2 else rng.randint(0, 5)
+
+
 def random_row(rng: random.Random, crossing: bool) -> list[Turn]:
     """Turns until a finish, a reply at the response budget, or the turn limit; any turn may be a
     control reply, badly formatted or not (also the first)."""
@@ -178,8 +183,8 @@ def random_row(rng: random.Random, crossing: bool) -> list[Turn]:
         long_reply = rng.random() < 0.04
         turn = Turn(
             kind=kind,
-            shot=rng.randint(0, 5),
-            gui=rng.randint(0, 5) if kind == "validated" else 0,
+            shot=random_grade(rng),
+            gui=random_grade(rng) if kind == "validated" else 0,
             good=rng.random() > 0.3,
             reply=RESPONSE_BUDGET if long_reply else rng.randint(20, 6_000 if crossing else 2_500),
             feedback=rng.randint(200, 8_000 if crossing else 3_000),

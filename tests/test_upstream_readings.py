@@ -60,6 +60,8 @@ GRADES = [
     '{"analysis": "Good.", "grade": 4, "confidence": "high"}',  # a key upstream does not read
     'Analysis: tidy.\n{"analysis": "Tidy.", "grade": "4/5"}',  # the grade as text, after prose
     '{"analysis": "Broken.", "grade": "0"}',
+    '{"analysis": "Fine.", "grade": 3.5}',  # a fraction, kept as written (the rollout's reward reads it)
+    '{"analysis": "Fine.", "grade": "4.5/5"}',
 ]
 DESCRIPTIONS = [
     '{"is_error": false, "error_message": "", "screenshot_description": "A notes list.", "suggestions": "Add colour."}',
@@ -70,7 +72,7 @@ DESCRIPTIONS = [
 ]
 
 
-@pytest.mark.parametrize(("grade_text", "description_text"), list(zip(GRADES * 2, DESCRIPTIONS, strict=False)))
+@pytest.mark.parametrize(("grade_text", "description_text"), list(zip(GRADES, DESCRIPTIONS * 2, strict=False)))
 async def test_the_upstream_judge_reads_an_answer_as_upstream_reads_it(node_harness, grade_text, description_text):
     rules = [
         {"model": "scripted-vlm", "schema": "ScreenshotDescription", "content": description_text},
@@ -130,6 +132,7 @@ SUMMARIES = [
     '{"grade": 4, "improvement_suggestions": []}',  # an empty list: nothing to improve
     '{"grade": 2, "improvement_suggestions": ["Fix Save.", "Fix Undo."]}',  # shown as Python shows it
     '{"grade": 3, "suggestions": "  "}',  # spaces are suggestions upstream shows
+    '{"grade": 3.5, "suggestions": "Fix Save."}',  # a fraction, kept as written
     'Summary: {"grade": 4, "suggestions": "x",}',  # braces that do not parse: an empty object
     "The agent clicked Save and the list updated. Grade 4.",  # no JSON object at all: an error
 ]

@@ -22,6 +22,7 @@ from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import Step
 from webgen_agent.core.steps import StepView
+from webgen_agent.core.views import Grade
 from webgen_agent.tools.gui_agent import GuiAction
 from webgen_agent.tools.replay.spec import spec_js
 from webgen_agent.tools.replay.views import RecordedTest
@@ -52,7 +53,7 @@ class GuiTest(BaseModel):
 
     instruction: str = ""
     passed: bool | None = None
-    score: int = 0
+    score: Grade = 0
     suggestions: list[str] = Field(default_factory=list)
     actions: list[GuiAction] = Field(default_factory=list)
     final_answer: str | None = None
