@@ -46,6 +46,11 @@ def step_tokens(tokens: Mapping[str, Mapping[str, int]]) -> int:
     return sum(usage.get("input", 0) + usage.get("output", 0) for usage in tokens.values())
 
 
+def uncounted_calls(steps: Iterable[Mapping[str, Any]]) -> int:
+    """Model calls of these steps whose answer came without token counts (their tokens are in no count)."""
+    return sum(usage.get("uncounted", 0) for step in steps for usage in (step.get("tokens") or {}).values())
+
+
 def spent(steps: Iterable[Mapping[str, Any]]) -> tuple[float | None, int]:
     """(USD, tokens) a run's steps used so far; USD None when some cost is unknown."""
     records = list(steps)
@@ -58,13 +63,22 @@ class BudgetLimits(Protocol):
     budget_tokens: int | None
 
 
-def budget_reached(usd: float | None, tokens: int, limits: BudgetLimits) -> str | None:
-    """Why the budget is spent (one line), or None while there is room."""
+def budget_reached(usd: float | None, tokens: int, limits: BudgetLimits, uncounted: int = 0) -> str | None:
+    """Why the budget is spent (one line), or None while there is room. ``uncounted``: model calls
+    that came without token counts; never guessed, so no budget can be kept over them."""
+    if uncounted and limits.budget_tokens is not None:
+        return (
+            f"{uncounted:,} model call(s) came back without token counts, so no "
+            f"{limits.budget_tokens:,}-token budget can be kept (use an endpoint that reports usage, or no budget)"
+        )
     if limits.budget_tokens is not None and tokens >= limits.budget_tokens:
         return f"{tokens:,} tokens used of a {limits.budget_tokens:,}-token budget"
     if limits.budget_usd is not None:
         if usd is None:  # never guessed: a USD budget cannot be kept over calls made without prices
-            return f"the cost so far is unknown (calls made without prices), so no {usd_text(limits.budget_usd)} budget can be kept"
+            return (
+                "the cost so far is unknown (calls made without prices or token counts), "
+                f"so no {usd_text(limits.budget_usd)} budget can be kept"
+            )
         if usd >= limits.budget_usd:
             return f"{usd_text(usd)} spent of a {usd_text(limits.budget_usd)} budget"
     return None
@@ -89,10 +103,12 @@ class Spending:
         self.budget = budget
         self.usd: float | None = 0.0
         self.tokens = 0
+        self.uncounted = 0  # model calls that came without token counts
 
     def add(self, event: Mapping[str, Any]) -> None:
         """Count one progress event (a node's end carries its tokens and cost)."""
         self.tokens += event.get("input_tokens", 0) + event.get("output_tokens", 0)
+        self.uncounted += event.get("uncounted_calls", 0)
         if event.get("priced") is False:
             self.usd = None
         elif event.get("cost_usd") is not None:
@@ -100,7 +116,7 @@ class Spending:
 
     def reached(self) -> str | None:
         """Why the budget is spent (one line), or None while there is room (always None without one)."""
-        return budget_reached(self.usd, self.tokens, self.budget) if self.budget.set else None
+        return budget_reached(self.usd, self.tokens, self.budget, self.uncounted) if self.budget.set else None
 
     def has_room(self) -> bool:
         """Whether the command may start another run (asked before each one, in-process or on Ray)."""

@@ -28,4 +28,7 @@ class ProgressEvent(BaseModel):
     cost_usd: float | None = Field(
         default=None, description="USD the node's model calls cost; None when a price is unknown or no call was made."
     )
-    priced: bool = Field(default=True, description="False when a call of the node had no known price.")
+    priced: bool = Field(
+        default=True, description="False when a call of the node had no known price, or came without token counts."
+    )
+    uncounted_calls: int = Field(default=0, description="The node's model calls that came without token counts.")

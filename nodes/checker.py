@@ -120,9 +120,7 @@ async def checker(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResu
         slots = asyncio.Semaphore(CHECKS_AT_ONCE)
         runs = await asyncio.gather(*(_check(item, served.url, pages, context, slots) for item in items))
         records = [check_record(n, item, run) for n, (item, run) in enumerate(zip(items, runs, strict=True))]
-        usage = usage + sum(
-            (Usage(input_tokens=r.input_tokens, output_tokens=r.output_tokens, calls=r.steps) for r in runs), Usage()
-        )
+        usage = usage + sum((r.usage for r in runs), Usage())
     score = check_score([r["verdict"] for r in records])
     patch: StepUpdate = {
         "index": target["index"],

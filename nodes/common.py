@@ -74,7 +74,8 @@ def edit_step(state: AgentState) -> Step | None:
 
 
 def usage_record(usage: Usage) -> dict[str, int]:
-    return {"input": usage.input_tokens, "output": usage.output_tokens, "calls": usage.calls}
+    record = {"input": usage.input_tokens, "output": usage.output_tokens, "calls": usage.calls}
+    return {**record, "uncounted": usage.uncounted} if usage.uncounted else record
 
 
 def _emit(runtime: Runtime[AgentContext], event: ProgressEvent) -> None:
@@ -165,6 +166,7 @@ def node(fn: NodeFn) -> GraphNode:
                 output_tokens=sum(u.get("output", 0) for u in used),
                 cost_usd=add_costs(costs) if costs else None,
                 priced=add_costs(costs) is not None,
+                uncounted_calls=sum(u.get("uncounted", 0) for u in used),
             ),
         )
         return update
@@ -180,9 +182,12 @@ async def metered_apart(call: Awaitable[T]) -> tuple[T, UsageMeter]:
 
 
 def node_cost(meter: UsageMeter, context: AgentContext | None) -> float | None:
-    """USD of the calls the meter saw, each role at its price; None when one of them is unpriced."""
+    """USD of the calls the meter saw, each role at its price; None when one of them is unpriced, or
+    came without token counts."""
     if context is None:
         return None if meter.by_role else 0.0
+    if any(usage.uncounted for usage in meter.by_role.values()):
+        return None
     return add_costs(
         call_cost(context.prices, role, usage.input_tokens, usage.output_tokens)
         for role, usage in meter.by_role.items()

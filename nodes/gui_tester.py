@@ -102,7 +102,7 @@ async def gui_tester(state: AgentState, runtime: Runtime[AgentContext]) -> NodeR
         replayed = replayed_update(state, step, target, plan, usage)
         return NodeResult({**update, **replayed.update}, replayed.message)
     run = await run_agent(context, state, target, served, instruction)
-    usage = usage + Usage(input_tokens=run.input_tokens, output_tokens=run.output_tokens, calls=run.steps)
+    usage = usage + run.usage
     if rules.gui_grade_on_signal_step:
         upstream = await upstream_gui_result(context, instruction, run)
         execution = None

@@ -126,6 +126,53 @@ def test_spending_counts_progress_events_against_a_whole_budget() -> None:
     assert spending.line() == "$0.0100 and 165 tokens spent"
 
 
+def test_calls_without_token_counts_keep_no_budget() -> None:
+    """An endpoint that sends no token counts: its calls count no tokens and no cost, so neither a
+    token budget nor a USD budget can be kept over them (never guessed, as an unknown price)."""
+    context = Settings(model="m", base_url="http://localhost:1/v1", price_in=1.0, price_out=1.0).to_context()
+    step = {
+        "index": 0,
+        "role": "generator",
+        "tokens": {"generator": {"input": 0, "output": 0, "calls": 1, "uncounted": 1}},
+        "cost": {"generator": None},
+    }
+    state = {"steps": [step], "messages": [{"role": "user", "hash": "h"}]}
+    assert route_after_critic(state, context) == "refiner"  # no budget: the run goes on
+    assert route_after_critic(state, context.model_copy(update={"budget_tokens": 10**9})) == "budget"
+    assert route_after_critic(state, context.model_copy(update={"budget_usd": 100.0})) == "budget"
+    spending = Spending(Budget(budget_tokens=10**9))
+    spending.add({"node": "generator", "input_tokens": 0, "output_tokens": 0, "uncounted_calls": 1, "priced": False})
+    assert "without token counts" in (spending.reached() or "")
+
+
+@pytest.mark.e2e
+def test_a_budget_stops_a_run_whose_endpoint_sends_no_token_counts_and_resume_goes_on_without_it(
+    tmp_path, chromium_path
+) -> None:
+    """The budget is not skipped in silence: the run stops at the first step boundary saying why, and
+    `resume --no-budget` finishes it; no step is asked again."""
+    db, out = tmp_path / "webgen.db", tmp_path / "out"
+    env = clean_env(WEBGEN_CHROMIUM=chromium_path)
+    landing = Scenario.load(scenario_path("landing"))
+    uncounted = landing.model_copy(update={"rules": [r.model_copy(update={"usage": False}) for r in landing.rules]})
+    with ScriptedServer(uncounted) as server:
+        flags = model_flags(server.base_url, db)
+        first = cli(
+            "run", REQUIREMENT, "--run-id", "n", "--out", str(out), "--budget-tokens", "1000000", *flags, env=env
+        )
+        assert first.returncode == 4, first.stdout + first.stderr
+        assert "without token counts" in first.stderr and "--no-budget" in first.stderr, first.stderr
+        assert [r.turn for r in server.requests if r.model == "scripted-coder"] == [0]
+        step = json.loads((out / "run.json").read_text())["steps"][0]
+        assert step["tokens"]["generator"]["uncounted"] == 1
+        contradicting = cli("resume", "n", "--no-budget", "--budget-tokens", "5", *flags, env=env)
+        assert contradicting.returncode == 2 and "contradict" in contradicting.stderr
+        resumed = cli("resume", "n", "--no-budget", *flags, env=env)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert [r.turn for r in server.requests if r.model == "scripted-coder"] == [0, 1]
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+
+
 @pytest.mark.e2e
 def test_cli_refuses_a_usd_budget_without_prices_before_anything_runs(tmp_path) -> None:
     db = tmp_path / "db.sqlite"

@@ -64,12 +64,16 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     calls: int = 0
+    # Calls whose answer came without token counts (some servers send none): their tokens are in
+    # neither count, so their cost is unknown and no budget can be kept over them.
+    uncounted: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             calls=self.calls + other.calls,
+            uncounted=self.uncounted + other.uncounted,
         )
 
 
@@ -223,7 +227,7 @@ def chat_model(settings: ModelSettings, role: Role, **overrides: Any) -> ChatOpe
 def _usage(message: AIMessage) -> Usage:
     meta = message.usage_metadata
     if meta is None:
-        return Usage(calls=1)
+        return Usage(calls=1, uncounted=1)
     return Usage(input_tokens=meta["input_tokens"], output_tokens=meta["output_tokens"], calls=1)
 
 

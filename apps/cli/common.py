@@ -155,8 +155,9 @@ def print_stop(result: Any) -> None:
     summary = result.summary
     errors.print(
         f"[yellow]budget spent[/yellow]: stopped after step {len(summary.steps) - 1} "
-        f"({usd_text(summary.cost_usd)}, {summary.input_tokens + summary.output_tokens:,} tokens); "
-        f"`webgen-agent resume {result.run_id} --budget-usd MORE` (or --budget-tokens MORE) continues it.",
+        f"({usd_text(summary.cost_usd)}, {summary.input_tokens + summary.output_tokens:,} tokens: "
+        f"{result.budget_reason or 'its budget is spent'}); `webgen-agent resume {result.run_id} --budget-usd MORE` "
+        "(or --budget-tokens MORE, or --no-budget) continues it.",
         soft_wrap=True,
     )
     raise typer.Exit(BUDGET_EXIT_CODE)

@@ -107,6 +107,13 @@ def resume(
         str | None,
         typer.Option(help='Answer the review the run waits for, as JSON: {"action": "approve"|"edit"|"reject", ...}.'),
     ] = None,
+    no_budget: Annotated[
+        bool,
+        typer.Option(
+            "--no-budget",
+            help="Continue without the run's budget (one that cannot be kept: an endpoint that sends no token counts).",
+        ),
+    ] = False,
     *,
     settings: Settings,
     agent: AgentFlags,
@@ -132,6 +139,10 @@ def resume(
     # given now beat its prices and budgets, and --review its review points.
     recorded = record.recorded_settings()
     changes = cost_changes(settings, recorded, **agent.budgets)
+    if no_budget:
+        if any(value is not None for value in agent.budgets.values()):
+            fail("--no-budget and a budget flag contradict each other")
+        changes.update(budget_usd=None, budget_tokens=None)
     points = agent.review()
     if points is not None:
         changes["review"] = points

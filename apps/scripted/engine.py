@@ -180,6 +180,7 @@ class Reply:
     tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, JSON arguments)
     refusal: str | None = None
     finish_reason: str | None = None  # None: "tool_calls" or "stop"
+    counted: bool = True  # False: sent without token counts
 
     @property
     def text_for_usage(self) -> str:
@@ -199,7 +200,7 @@ def forced_function(body: dict[str, Any]) -> str | None:
 
 def build_reply(rule: Rule, facts: RequestFacts, body: dict[str, Any]) -> Reply:
     """The reply of a non-fault rule; raises AgentStepError for an agent step it cannot resolve."""
-    reply = _reply(rule, facts, body)
+    reply = replace(_reply(rule, facts, body), counted=rule.usage)
     return replace(reply, finish_reason=rule.finish_reason) if rule.finish_reason else reply
 
 
@@ -295,7 +296,7 @@ def build_completion(reply: Reply, facts: RequestFacts, body: dict[str, Any], ru
         created=CREATED,
         model=facts.model,
         choices=[choice],
-        usage=usage_for(facts, reply),
+        usage=usage_for(facts, reply) if reply.counted else None,
         prompt_token_ids=stand_in_token_ids(facts.all_text) if with_ids else None,
     )
 
@@ -341,7 +342,7 @@ def stream_events(completion: ChatCompletion, body: dict[str, Any]) -> list[str]
         events.append(chunk({"tool_calls": [header]}))
         events.append(chunk({"tool_calls": [{"index": position, "function": {"arguments": call.function.arguments}}]}))
     events.append(chunk({}, finish=choice.finish_reason))
-    if (body.get("stream_options") or {}).get("include_usage"):
+    if (body.get("stream_options") or {}).get("include_usage") and completion.usage is not None:
         events.append(f"data: {json.dumps({**base, 'choices': [], 'usage': completion.usage.model_dump()})}\n\n")
     events.append("data: [DONE]\n\n")
     return events

@@ -132,6 +132,7 @@ class Rule(BaseModel):
         default=None, description="Sent instead of the usual finish reason (content and json replies)."
     )
     delay_s: float = Field(default=0.0, ge=0, description="Sleep this long before answering.")
+    usage: bool = Field(default=True, description="False: the answer carries no token counts, as some servers send it.")
 
     @model_validator(mode="before")
     @classmethod
@@ -284,7 +285,7 @@ class ChatCompletion(BaseModel):
     created: int
     model: str
     choices: list[Choice]
-    usage: Usage
+    usage: Usage | None  # None: no token counts (a rule's ``usage: false``)
     system_fingerprint: str = "scripted"
     prompt_token_ids: list[int] | None = None  # vLLM's ``return_token_ids``: the prompt's ids
 

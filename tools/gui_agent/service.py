@@ -45,7 +45,7 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
-from webgen_agent.tools.models import Usage, http_client_errors, shared_http_client, spend
+from webgen_agent.tools.models import http_client_errors, shared_http_client, spend
 
 if TYPE_CHECKING:
     from browser_use import Agent, BrowserSession
@@ -382,14 +382,10 @@ async def _run(
         if result.error and short(result.error) not in history_errors:
             history_errors.append(short(result.error) or "")
     usage = await agent.token_cost_service.get_usage_summary()
-    # The GUI agent is the vision model's role: its tokens are priced as the vlm's.
-    spend(
-        "vlm", Usage(input_tokens=usage.total_prompt_tokens, output_tokens=usage.total_completion_tokens, calls=steps)
-    )
     final_png = budget.final_png or last_history_png(agent)
     frames = await asyncio.to_thread(collect_frames, agent)  # before the agent's folder is removed
     await asyncio.to_thread(_remove_agent_directory, agent)
-    return GuiRun(
+    run = GuiRun(
         final_answer=agent.history.final_result() if agent.history.is_done() else None,
         success=agent.history.is_successful(),
         actions=actions,
@@ -405,6 +401,8 @@ async def _run(
         prepared=prepared is not None,
         endpoint_down=budget.endpoint_down,
     )
+    spend("vlm", run.usage)  # the GUI agent is the vision model's role: its tokens are priced as the vlm's
+    return run
 
 
 async def _finished(task: asyncio.Task[Any], timeout_s: float) -> bool:

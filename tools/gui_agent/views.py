@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from webgen_agent.tools.models import Usage
+
 StoppedReason = Literal["done", "max_actions", "timeout", "error"]
 
 MAX_ACTIONS_PER_STEP = 3
@@ -147,3 +149,11 @@ class GuiRun(BaseModel):
     endpoint_down: bool = Field(
         default=False, description="Stopped because the model endpoint failed (unreachable, 429, 5xx), not the site."
     )
+
+    @property
+    def usage(self) -> Usage:
+        """The agent's model calls: when they cost tokens but none were counted, the endpoint sent no counts."""
+        uncounted = self.steps if self.steps and not (self.input_tokens or self.output_tokens) else 0
+        return Usage(
+            input_tokens=self.input_tokens, output_tokens=self.output_tokens, calls=self.steps, uncounted=uncounted
+        )
