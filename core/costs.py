@@ -32,6 +32,25 @@ def call_cost(prices: Prices, role: Role, input_tokens: int, output_tokens: int)
     return total
 
 
+class Usage(BaseModel):
+    """What model calls used: tokens in and out, the calls, and those that came without token counts."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    # Calls whose answer came without token counts (some servers send none): their tokens are in
+    # neither count, so their cost is unknown and no budget can be kept over them.
+    uncounted: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            calls=self.calls + other.calls,
+            uncounted=self.uncounted + other.uncounted,
+        )
+
+
 def step_cost(step: Mapping[str, Any]) -> float | None:
     """A step's cost from its per-node costs (0.0 when it made no model call); unknown when a node
     used tokens that have no cost (a step recorded before costs were)."""

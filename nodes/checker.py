@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 from webgen_agent.checkpoints.credit import CREDIT, check_score
 from webgen_agent.checkpoints.requirements import RequirementIndex, requirement_items
 from webgen_agent.core.context import AgentContext, api_key_for, find_chromium
+from webgen_agent.core.costs import Usage
 from webgen_agent.core.state import AgentState, RequirementCheck, StepUpdate
 from webgen_agent.core.views import RequirementItem, RequirementList
 from webgen_agent.nodes import prompts
@@ -25,7 +26,7 @@ from webgen_agent.nodes.common import NodeResult, Update, edit_step, node, prepa
 from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
-from webgen_agent.tools.models import Usage, ask_structured
+from webgen_agent.tools.models import ask_structured
 
 CHECKS_AT_ONCE = 2  # GUI agents of one page side by side (each ~1 renderer)
 

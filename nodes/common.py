@@ -14,13 +14,13 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.store import BlobStore
 from webgen_agent.core.context import AgentContext, ModelSettings
-from webgen_agent.core.costs import call_cost
+from webgen_agent.core.costs import Usage, call_cost
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.money import add_costs
 from webgen_agent.core.state import AgentState, NodeUpdate, SampledTurn, Step, StepUpdate
 from webgen_agent.nodes.resources import get_resources, resources_ready
 from webgen_agent.tools.endpoints import EndpointEvent, listen
-from webgen_agent.tools.models import Message, StructuredAnswer, Usage, UsageMeter, metered
+from webgen_agent.tools.models import Message, StructuredAnswer, UsageMeter, metered
 
 Update = NodeUpdate  # what a node returns to the graph (typed: core/state.py)
 T = TypeVar("T")

@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from webgen_agent.checkpoints.runs import new_run_id
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.costs import Usage
 from webgen_agent.core.state import AgentState, ChatRef, Event
 from webgen_agent.core.views import ReviewRequest
 from webgen_agent.nodes import prompts
@@ -27,7 +28,7 @@ from webgen_agent.nodes.resources import get_resources
 from webgen_agent.nodes.review import ask_review, review_event, review_on
 from webgen_agent.nodes.start_from import imported_turn
 from webgen_agent.tools.bolt import parse_reply
-from webgen_agent.tools.models import Usage, import_model_clients
+from webgen_agent.tools.models import import_model_clients
 from webgen_agent.tools.scaffolds import load_scaffold
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext, ModelSettings, api_key_for, find_chromium
+from webgen_agent.core.costs import Usage
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE
 from webgen_agent.core.state import AgentState, Execution, SampledTurn, Step, StepUpdate
@@ -50,7 +51,7 @@ from webgen_agent.nodes.site_results import execution_record, log_error_words
 from webgen_agent.tools.bolt import parse_reply
 from webgen_agent.tools.endpoints import wait_out
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, run_gui_agent
-from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
+from webgen_agent.tools.models import ModelCallError, ask_structured
 from webgen_agent.tools.site import ExecutionResult, ServedModule, SiteRunner
 from webgen_agent.tools.site.project import write_default_vite_config
 from webgen_agent.tools.workspace import apply_files

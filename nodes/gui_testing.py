@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from webgen_agent.checkpoints.pregel import kept_task
 from webgen_agent.core.context import AgentContext, ModelSettings, Role
+from webgen_agent.core.costs import Usage
 from webgen_agent.core.state import AgentState, SampledTurn
 from webgen_agent.core.views import Grade, GuiSummary, TestInstruction
 from webgen_agent.nodes import prompts
@@ -29,7 +30,7 @@ from webgen_agent.tools.gui_agent import (
     check_browser_use_version,
     import_browser_use,
 )
-from webgen_agent.tools.models import ModelCallError, Usage, ask_structured
+from webgen_agent.tools.models import ModelCallError, ask_structured
 
 
 @dataclass(frozen=True)

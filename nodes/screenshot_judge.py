@@ -14,6 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from webgen_agent.core.context import AgentContext
+from webgen_agent.core.costs import Usage
 from webgen_agent.core.error_count import count_after, verdict_of
 from webgen_agent.core.profiles import ERRORED_SCORE
 from webgen_agent.core.state import AgentState, Step, StepUpdate
@@ -22,7 +23,7 @@ from webgen_agent.nodes import prompts
 from webgen_agent.nodes.common import NodeResult, Update, current_step, node, sampled_turns, store, usage_record
 from webgen_agent.nodes.profile import context_prompts
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.models import Message, StructuredAnswer, Usage, ask_structured
+from webgen_agent.tools.models import Message, StructuredAnswer, ask_structured
 
 # A grade still pending after this long: the GUI test's browser session is opened meanwhile. Opening
 # takes 0.3-0.5 s, so a model answering in 1 s finds it open; one answering within 0.3 s (a local

@@ -26,6 +26,7 @@ from langchain_core.messages import AIMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from webgen_agent.core.context import ModelSettings, Role, api_key_for, validation_summary
+from webgen_agent.core.costs import Usage
 from webgen_agent.tools.condense import MAX_LEVEL, condense, says_too_long
 from webgen_agent.tools.endpoints import (
     EndpointEvent,
@@ -47,7 +48,6 @@ __all__ = [
     "ModelCallError",
     "Completion",
     "StructuredAnswer",
-    "Usage",
     "UsageMeter",
     "ask_structured",
     "chat_model",
@@ -58,23 +58,6 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 Message = dict[str, Any]
-
-
-class Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    calls: int = 0
-    # Calls whose answer came without token counts (some servers send none): their tokens are in
-    # neither count, so their cost is unknown and no budget can be kept over them.
-    uncounted: int = 0
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            calls=self.calls + other.calls,
-            uncounted=self.uncounted + other.uncounted,
-        )
 
 
 class UsageMeter:

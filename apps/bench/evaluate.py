@@ -37,10 +37,11 @@ from webgen_agent.apps.bench.config import EvalSettings
 from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.views import Answer, CaseResult, CaseVerdict, SiteResult, VerdictSource
 from webgen_agent.core.context import api_key_for, find_chromium
+from webgen_agent.core.costs import Usage
 from webgen_agent.nodes.gui_testing import describe_action
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
-from webgen_agent.tools.models import ModelCallError, Usage, ask_structured, complete
+from webgen_agent.tools.models import ModelCallError, ask_structured, complete
 from webgen_agent.tools.process import ProcessRegistry
 from webgen_agent.tools.site import DEPS_MARKER, ExecutionResult, SiteRunner
 from webgen_agent.tools.webgen_bench import BenchRecord, UITestCase

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from webgen_agent.tools.models import Usage
+from webgen_agent.core.costs import Usage
 
 StoppedReason = Literal["done", "max_actions", "timeout", "error"]
 
