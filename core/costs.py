@@ -103,6 +103,13 @@ def budget_reached(usd: float | None, tokens: int, limits: BudgetLimits, uncount
     return None
 
 
+def budget_spent_by(steps: Iterable[Mapping[str, Any]], limits: BudgetLimits) -> str | None:
+    """Why a run's steps spent its budget (one line), or None while there is room."""
+    records = list(steps)
+    usd, tokens = spent(records)
+    return budget_reached(usd, tokens, limits, uncounted_calls(records))
+
+
 class Budget(BaseModel):
     """A budget for a whole command (``rollout``, ``bench``): None means no limit of that kind."""
 

@@ -14,7 +14,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import Command, Interrupt
@@ -29,14 +29,13 @@ from webgen_agent.checkpoints.recording import row_fields
 from webgen_agent.checkpoints.runs import RunIndex, RunRecord, new_run_id
 from webgen_agent.checkpoints.saver import open_checkpointer
 from webgen_agent.core.context import DEFAULT_DB, ROLES, AgentContext, ModelSettings
-from webgen_agent.core.costs import Budget, Spending, budget_reached, spent, uncounted_calls
+from webgen_agent.core.costs import Budget, Spending, budget_spent_by, spent
 from webgen_agent.core.errors import POSTGRES_SERVER, DatabaseUnavailable, DiskFull, no_space
 from webgen_agent.core.events import ProgressEvent
 from webgen_agent.core.money import add_costs
-from webgen_agent.core.state import AgentState, InputState
+from webgen_agent.core.state import InputState
 from webgen_agent.core.views import ReviewDecision, ReviewRequest
 from webgen_agent.graph.builder import compile_graph
-from webgen_agent.graph.routers import over_budget
 from webgen_agent.nodes.local_dirs import agent_paths
 from webgen_agent.nodes.resources import Resources, bound_resources, use_resources
 from webgen_agent.tools.browser_command import browser_unconfined_warning
@@ -279,7 +278,7 @@ async def _drive_run(
         site_dir=state.get("site_dir"),
         chosen_step=summary.chosen_step,
         summary=summary,
-        budget_reason=over_budget(cast(AgentState, state), context) if status == "budget" else None,
+        budget_reason=budget_spent_by(state.get("steps") or [], context) if status == "budget" else None,
     )
 
 
@@ -385,10 +384,11 @@ async def resume_run(
     if record.status == "budget":
         from webgen_agent.checkpoints.history import final_state
 
-        steps = (await final_state(db_path, run_id)).get("steps") or []
-        why = budget_reached(*spent(steps), context, uncounted_calls(steps))
+        why = budget_spent_by((await final_state(db_path, run_id)).get("steps") or [], context)
         if why:
-            raise ValueError(f"run {run_id} stopped at its budget and is still over it ({why}); give a larger one")
+            raise ValueError(
+                f"run {run_id} stopped at its budget and is still over it ({why}); give a larger one, or none"
+            )
     # The dead process's servers and browser may still be running.
     await asyncio.to_thread(Resources.reap_orphans, db_path)
     return await _drive(

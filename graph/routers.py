@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 from langgraph.runtime import get_runtime
 
 from webgen_agent.core.context import AgentContext, LoopName, Profile
-from webgen_agent.core.costs import budget_reached, spent, uncounted_calls
+from webgen_agent.core.costs import budget_spent_by
 from webgen_agent.core.error_count import error_count
 from webgen_agent.core.profiles import EnvironmentName
 from webgen_agent.core.rules import RunRules
@@ -90,9 +90,7 @@ def over_budget(state: AgentState, context: RoutingLimits) -> str | None:
     """Why the run's USD or token budget is spent (checked before each new coder step), else None."""
     if context.budget_usd is None and context.budget_tokens is None:
         return None
-    steps = state.get("steps") or []
-    usd, tokens = spent(steps)
-    return budget_reached(usd, tokens, context, uncounted_calls(steps))
+    return budget_spent_by(state.get("steps") or [], context)
 
 
 def _next_coder_turn(state: AgentState, context: RoutingLimits) -> Literal["refiner", "generator", "budget"]:

@@ -38,6 +38,7 @@ from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.views import Answer, CaseResult, CaseVerdict, SiteResult, VerdictSource
 from webgen_agent.core.context import api_key_for, find_chromium
 from webgen_agent.core.costs import Usage
+from webgen_agent.core.profiles import profile_rules
 from webgen_agent.nodes.gui_testing import describe_action
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.gui_agent import GuiAgentSettings, GuiRun, leading_answer, run_gui_agent
@@ -71,12 +72,15 @@ def webgen_bench_verdict(text: str | None) -> Answer:
 
 def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
     """The GUI agent as WebGen-Bench runs it (webvoyager/run.py with --max_iter 15 --max_attached_imgs 3):
-    one action per iteration, the latest 3 screenshots in every request, and on the last iteration an
-    answer forced against the expected result, so that a run out of actions still says YES, PARTIAL or NO."""
+    WebVoyager's rules, which the upstream profile's GUI agent follows too (one action per iteration,
+    the latest 3 screenshots in every request, no giving up after failed steps), and on the last
+    iteration an answer forced against the expected result, so that a run out of actions still says
+    YES, PARTIAL or NO."""
+    webvoyager = profile_rules("upstream")
     return {
-        "max_actions_per_step": 1,
-        "screenshots_kept": 3,
-        "max_failures": None,  # WebVoyager goes on past a format error or a failed action
+        "max_actions_per_step": webvoyager.gui_actions_per_step,
+        "screenshots_kept": webvoyager.gui_screenshots_kept,
+        "max_failures": webvoyager.gui_failures_before_giving_up,
         "last_step_prompt": prompts.case_limit(case.expected_result),
     }
 
