@@ -184,6 +184,10 @@ async def _run_warnings(context: AgentContext) -> list[str]:
             warnings.append(shared)
     else:
         warnings.append(UNCONFINED_WARNING)
+    from webgen_agent.nodes.feedback import observation_cut_warning  # the model clients: only a run needs them
+
+    if (cut := await observation_cut_warning(context.coder, context.rules.environment)) is not None:
+        warnings.append(cut)
     return warnings
 
 
@@ -447,7 +451,7 @@ async def fork_run(
         else:  # the step ended the run (finish, passed test): described as the run's critic would
             concerned = tested if forked_step["action"] != "edit" else None
             say = context_prompts(context).feedback
-            feedback = await step_feedback(values, forked_step, concerned, context.rules, say)  # type: ignore[arg-type]
+            feedback = await step_feedback(values, forked_step, concerned, context.rules, say, coder=context.coder)  # type: ignore[arg-type]
         if note.strip():
             feedback = f"{feedback}\n\nNote from the user: {note.strip()}"
         values.update(

@@ -74,7 +74,11 @@ async def backtrack(state: AgentState, runtime: Runtime[AgentContext]) -> NodeRe
         # WebGen-Agent goes on from the step's own conversation, its feedback last, with no note.
         feedback = target.get("feedback") or await blobs.aput_text(
             await upstream_step_feedback(
-                state, target, runtime.context.rules.environment, context_prompts(runtime.context).feedback
+                state,
+                target,
+                runtime.context.rules.environment,
+                context_prompts(runtime.context).feedback,
+                runtime.context.coder,
             )
         )
     else:

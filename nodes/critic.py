@@ -41,7 +41,7 @@ async def critic(state: AgentState, runtime: Runtime[AgentContext]) -> NodeResul
             if turn["logprobs"] is not None:
                 patch["critic_logprobs"] = turn["logprobs"]
     say = context_prompts(runtime.context).feedback
-    text = await step_feedback(state, step, tested, runtime.context.rules, say, critique)
+    text = await step_feedback(state, step, tested, runtime.context.rules, say, critique, runtime.context.coder)
     focus = "Follow the repair plan." if critique is not None else results_text(step, tested)[1]
     feedback = await store().aput_text(text)
     patch["feedback"] = feedback

@@ -8,12 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webgen_agent.core.context import ModelSettings
 from webgen_agent.core.profiles import EnvironmentRules
 from webgen_agent.core.rules import RunRules
 from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.resources import get_resources
+from webgen_agent.tools.endpoint_tokenizer import detokenize, tokenize
+from webgen_agent.tools.endpoints import ModelCallError
 
 
 def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
@@ -87,17 +90,55 @@ def clipped_log(text: str, *, whole_up_to: int, lines: int = 50, chars: int = 50
     return text.strip()
 
 
-# The agent does not know the coder's tokenizer: a token is counted as this many characters
-# (code and English text with Qwen2.5's tokenizer run at about 3 to 4), so the cut keeps at least
-# what upstream's tokenizer cut keeps (docs/fidelity.md).
+# WebGen-RL's rollout tokenizes each observation as this string, its turn's wrapping included, and
+# keeps its first max_obs_length tokens (RL generation.py l.428, ``_process_next_obs`` l.93-106).
+UPSTREAM_OBSERVATION = "\n<|im_start|>user\n{}<|im_end|>"
+_OBSERVATION_OPENING = UPSTREAM_OBSERVATION.split("{}")[0]
+
+# Where the coder's endpoint offers no tokenizer, a token is counted as this many characters (code
+# and English text with Qwen2.5's tokenizer run at about 3 to 4), so the cut keeps at least what
+# upstream's cut keeps (docs/fidelity.md).
 CHARS_PER_TOKEN = 4
+TOKENIZER_PROBE_S = 10.0  # a run's start asks the coder's endpoint for its tokenizer once, this long at most
 
 
-def cut_observation(text: str, tokens: int | None) -> str:
-    """The feedback as WebGen-RL's rollout cuts an observation: its first ``tokens`` tokens."""
-    if tokens is None or len(text) <= tokens * CHARS_PER_TOKEN:
+async def cut_observation(text: str, tokens: int | None, coder: ModelSettings | None) -> str:
+    """The feedback as WebGen-RL's rollout cuts an observation: the first ``tokens`` tokens of its turn
+    (``UPSTREAM_OBSERVATION``), counted by the coder endpoint's own tokenizer (vLLM's /tokenize); the
+    turn's opening is not part of the feedback. Where the endpoint offers no tokenizer (or ``coder``
+    is None): the first ``tokens`` x ``CHARS_PER_TOKEN`` characters of the feedback."""
+    if tokens is None:
         return text
-    return text[: tokens * CHARS_PER_TOKEN]
+    observed = UPSTREAM_OBSERVATION.format(text)
+    if len(observed.encode()) <= tokens:  # a byte-level tokenizer (Qwen's) gives no more tokens than bytes
+        return text
+    ids = await tokenize(coder, "coder", observed) if coder is not None else None
+    if ids is not None and len(ids) <= tokens:
+        return text
+    kept = await detokenize(coder, "coder", ids[:tokens]) if coder is not None and ids is not None else None
+    if kept is None:
+        return text[: tokens * CHARS_PER_TOKEN]
+    return kept.removeprefix(_OBSERVATION_OPENING)
+
+
+async def observation_cut_warning(coder: ModelSettings, environment: EnvironmentRules) -> str | None:
+    """One line for the run's warnings when observations are cut at a token budget (WebGen-RL's
+    rollout) and ``coder``'s endpoint offers no tokenizer to count them. An endpoint that cannot be
+    asked now says nothing here: the run's first model call reports it."""
+    budget = environment.observation_tokens
+    if budget is None:
+        return None
+    once = coder.model_copy(update={"patience_s": 0.0, "timeout_s": TOKENIZER_PROBE_S})  # asked once, not waited for
+    try:
+        offered = await tokenize(once, "coder", "") is not None
+    except ModelCallError:
+        return None
+    if offered:
+        return None
+    return (
+        f"the coder endpoint {coder.base_url} offers no tokenizer (vLLM's /tokenize): observations over "
+        f"{budget:,} tokens are cut at {CHARS_PER_TOKEN} characters a token, not where the coder's tokenizer cuts them"
+    )
 
 
 def upstream_feedback(
@@ -180,20 +221,26 @@ def upstream_feedback(
         + "\n".join(closing)
         + f"\n\n{say['instruction']}\n\n{requirement.strip()}\n\n{say['reminder']}"
     )
-    return cut_observation(text, environment.observation_tokens)
+    return text
 
 
 async def upstream_step_feedback(
-    state: AgentState, step: Step, environment: EnvironmentRules, say: Mapping[str, str] = prompts.UPSTREAM_FEEDBACK
+    state: AgentState,
+    step: Step,
+    environment: EnvironmentRules,
+    say: Mapping[str, str] = prompts.UPSTREAM_FEEDBACK,
+    coder: ModelSettings | None = None,
 ) -> str:
-    """``upstream_feedback`` for a step of the run, its logs read from the store."""
+    """``upstream_feedback`` for a step of the run, its logs read from the store, cut as the
+    environment cuts an observation (by ``coder``'s tokenizer: ``cut_observation``)."""
     tests_step = step["tests_step"]
     tested = state["steps"][tests_step] if tests_step is not None else None
     source = tested if step["action"] == "screenshot_validated" and not step.get("execution") else step
     execution = source.get("execution") if source is not None else None
     logs_hash = execution.get("logs") if execution is not None else None
     logs = await get_resources().store.aget_json(logs_hash) if logs_hash else {}
-    return upstream_feedback(state["requirement"], step, tested, logs, environment, say)
+    text = upstream_feedback(state["requirement"], step, tested, logs, environment, say)
+    return await cut_observation(text, environment.observation_tokens, coder)
 
 
 async def step_feedback(
@@ -203,16 +250,18 @@ async def step_feedback(
     rules: RunRules,
     say: Mapping[str, str],
     critique: Critique | None = None,
+    coder: ModelSettings | None = None,
 ) -> str:
     """The coder's feedback on ``step`` (and the edit step ``tested`` it concerns), as the run's rules
     word it: WebGen-Agent's, without grades, under a profile whose feedback shows none (upstream);
     else this project's results with their grades. An llm ``critique`` is appended (its repair plan
-    then comes first); ``say``: the run's upstream feedback wording (``context_prompts(context).feedback``).
+    then comes first); ``say``: the run's upstream feedback wording (``context_prompts(context).feedback``);
+    ``coder``: the endpoint whose tokenizer counts an observation's tokens (``cut_observation``).
     The critic node and a fork (graph/api.py) both build feedback here."""
     if not rules.profile.feedback_with_grades:
         # A step that ended the run (a finish) is described by the edit it concerns, as after that edit.
         ended = tested is not None and step["action"] not in ("edit", "screenshot_validated")
-        text = await upstream_step_feedback(state, tested if ended and tested else step, rules.environment, say)
+        text = await upstream_step_feedback(state, tested if ended and tested else step, rules.environment, say, coder)
         return f"{text}\n\n{format_critique(critique)}" if critique is not None else text
     results, focus = results_text(step, tested)
     if critique is not None:

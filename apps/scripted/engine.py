@@ -260,6 +260,32 @@ def stand_in_token_ids(text: str) -> list[int]:
     return [zlib.crc32(token.encode()) % STAND_IN_VOCAB for token in whitespace_tokens(text)]
 
 
+class StandInTokenizer:
+    """vLLM's /tokenize and /detokenize over the stand-in tokens (``whitespace_tokens``): each distinct
+    token gets the next id of a vocabulary that grows with the server's life, so the ids decode back
+    to the texts exactly. They belong to no real tokenizer (nor match ``stand_in_token_ids``)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._strings: list[str] = []
+        self._lock = threading.Lock()
+
+    def tokenize(self, text: str) -> list[int]:
+        with self._lock:
+            for token in (tokens := whitespace_tokens(text)):
+                if token not in self._ids:
+                    self._ids[token] = len(self._strings)
+                    self._strings.append(token)
+            return [self._ids[token] for token in tokens]
+
+    def detokenize(self, ids: list[int]) -> str | None:
+        """The text, or None when an id was never handed out."""
+        with self._lock:
+            if not all(0 <= i < len(self._strings) for i in ids):
+                return None
+            return "".join(self._strings[i] for i in ids)
+
+
 def completion_id(facts: RequestFacts, rule_index: int) -> str:
     return f"chatcmpl-{facts.digest[:20]}{rule_index:04d}"
 

@@ -33,6 +33,7 @@ from webgen_agent.apps.scripted.engine import (
     Reply,
     RequestFacts,
     RuleBook,
+    StandInTokenizer,
     build_completion,
     build_reply,
     request_facts,
@@ -92,6 +93,7 @@ class ScriptedModel:
         # Scenarios built in code (not Scenario.load) read their content files relative to the cwd.
         self.scenario = scenario.with_files_loaded(Path.cwd())
         self.rules = RuleBook(self.scenario)
+        self.tokenizer = StandInTokenizer()
         self.stopping = threading.Event()
         self._log: list[RequestRecord] = []
         self._log_lock = threading.Lock()
@@ -133,15 +135,40 @@ class ScriptedModel:
             self._log.append(record)
 
     def app(self) -> Starlette:
-        return Starlette(
-            routes=[
-                Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-                Route("/chat/completions", self.chat_completions, methods=["POST"]),
-                Route("/v1/models", self.models, methods=["GET"]),
-                Route("/models", self.models, methods=["GET"]),
-                Route("/health", self.health, methods=["GET"]),
+        routes = [
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/models", self.models, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
+        ]
+        if self.scenario.tokenizer:  # at the root, as vLLM serves them
+            routes += [
+                Route("/tokenize", self.tokenize, methods=["POST"]),
+                Route("/detokenize", self.detokenize, methods=["POST"]),
             ]
-        )
+        return Starlette(routes=routes)
+
+    async def tokenize(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+            prompt = body["prompt"]
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "a JSON body with a prompt string is required", "invalid_request_error")
+        if not isinstance(prompt, str):
+            return _error(400, "prompt must be a string", "invalid_request_error")
+        ids = self.tokenizer.tokenize(prompt)
+        return JSONResponse({"count": len(ids), "max_model_len": 131072, "tokens": ids, "token_strs": None})
+
+    async def detokenize(self, request: Request) -> Response:
+        try:
+            ids = json.loads(await request.body())["tokens"]
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "a JSON body with a tokens list is required", "invalid_request_error")
+        text = self.tokenizer.detokenize(ids) if isinstance(ids, list) and all(type(i) is int for i in ids) else None
+        if text is None:
+            return _error(400, "tokens must be ids this server handed out", "invalid_request_error")
+        return JSONResponse({"prompt": text})
 
     async def health(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "scenario": self.scenario.name})

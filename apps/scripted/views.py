@@ -167,6 +167,10 @@ class Scenario(BaseModel):
     name: str
     description: str = ""
     rules: list[Rule] = Field(default_factory=list)
+    tokenizer: bool = Field(
+        default=True,
+        description="Serve vLLM's /tokenize and /detokenize (the stand-in tokenizer); false: 404, as OpenAI's API.",
+    )
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
