@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted.engine import whitespace_tokens
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -33,7 +35,7 @@ LOG = "\n".join(f"error line {n}: " + "y" * 90 for n in range(400))  # ~40,000 c
 REQUIREMENT = "Build a page with a long list of sections. " * 700  # 6,300 tokens, ~30,000 characters
 
 
-def reference_observation_ids(tokenize: Callable[[str], list[str]], feedback: str, max_obs_length: int) -> list[str]:
+def reference_observation_ids(tokenize: Callable[[str], list], feedback: str, max_obs_length: int) -> list:
     """RL ``_process_next_obs`` for one row: the turn's tokens, its first ``max_obs_length`` kept."""
     ids = tokenize(f"\n<|im_start|>user\n{feedback}<|im_end|>")
     return ids[:max_obs_length] if len(ids) > max_obs_length else ids
@@ -67,6 +69,30 @@ async def test_rollout_observations_are_cut_at_the_run_scripts_token_budget():
     assert feedback.startswith(kept) and len(kept) < len(feedback)
     assert len(kept) != 5000 * CHARS_PER_TOKEN  # not the characters' estimate
     assert await cut_observation(feedback, None, None) == feedback  # the agent loop cuts nothing
+
+
+async def test_the_cut_keeps_upstreams_tokens_with_a_byte_level_bpe_tokenizer(tmp_path):
+    """The same through a real tokenizer of Qwen's kind (byte-level BPE, ChatML specials), served as
+    vLLM serves its model's: the kept feedback re-tokenizes, after the turn's opening, to the very ids
+    upstream keeps, although the cut falls inside a word that BPE merges across."""
+    pytest.importorskip("transformers")
+    from tests.tiny_lm import train_tokenizer
+
+    feedback = failed_start_feedback()
+    tokenizer = train_tokenizer([feedback[:3000], "Build a page with a long list of sections."], vocab_size=300)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+
+    def ids(text: str) -> list[int]:
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    upstream = reference_observation_ids(ids, feedback, 5000)
+    assert (
+        len(ids(UPSTREAM_OBSERVATION.format(feedback))) > 5000 and ids(OPENING)[-1] == upstream[len(ids(OPENING)) - 1]
+    )
+    with ScriptedServer(Scenario(name="bpe", tokenizer=str(tmp_path / "tokenizer"))) as server:
+        kept = await cut_observation(feedback, 5000, scripted_context(server.base_url).coder)
+    assert ids(OPENING + kept) == upstream
+    assert feedback.startswith(kept) and kept[-1].isalpha() and feedback[len(kept)].isalpha()  # inside a word
 
 
 async def test_an_observation_within_the_token_budget_is_not_cut_however_many_characters_it_has():

@@ -270,8 +270,8 @@ class StandInTokenizer:
         self._strings: list[str] = []
         self._lock = threading.Lock()
 
-    def tokenize(self, text: str) -> list[int]:
-        with self._lock:
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        with self._lock:  # no special tokens to add: the stand-in has none
             for token in (tokens := whitespace_tokens(text)):
                 if token not in self._ids:
                     self._ids[token] = len(self._strings)
@@ -284,6 +284,24 @@ class StandInTokenizer:
             if not all(0 <= i < len(self._strings) for i in ids):
                 return None
             return "".join(self._strings[i] for i in ids)
+
+
+class FolderTokenizer:
+    """A Hugging Face tokenizer's folder, answering /tokenize and /detokenize as vLLM does with its
+    model's tokenizer (``encode`` with or without special tokens added, ``decode`` keeping them)."""
+
+    def __init__(self, folder: str) -> None:
+        from transformers import AutoTokenizer  # the train extra; only a scenario naming a folder needs it
+
+        self._tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(self._tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"])
+
+    def detokenize(self, ids: list[int]) -> str | None:
+        if not all(0 <= i < len(self._tokenizer) for i in ids):
+            return None
+        return str(self._tokenizer.decode(ids))
 
 
 def completion_id(facts: RequestFacts, rule_index: int) -> str:

@@ -30,6 +30,7 @@ from webgen_agent.apps.scripted.agent_steps import AgentStepError
 from webgen_agent.apps.scripted.engine import (
     INVALID_BODY,
     MALFORMED_CONTENT,
+    FolderTokenizer,
     Reply,
     RequestFacts,
     RuleBook,
@@ -93,7 +94,8 @@ class ScriptedModel:
         # Scenarios built in code (not Scenario.load) read their content files relative to the cwd.
         self.scenario = scenario.with_files_loaded(Path.cwd())
         self.rules = RuleBook(self.scenario)
-        self.tokenizer = StandInTokenizer()
+        tokenizer = self.scenario.tokenizer
+        self.tokenizer = FolderTokenizer(tokenizer) if isinstance(tokenizer, str) else StandInTokenizer()
         self.stopping = threading.Event()
         self._log: list[RequestRecord] = []
         self._log_lock = threading.Lock()
@@ -142,7 +144,7 @@ class ScriptedModel:
             Route("/models", self.models, methods=["GET"]),
             Route("/health", self.health, methods=["GET"]),
         ]
-        if self.scenario.tokenizer:  # at the root, as vLLM serves them
+        if self.scenario.tokenizer is not False:  # at the root, as vLLM serves them
             routes += [
                 Route("/tokenize", self.tokenize, methods=["POST"]),
                 Route("/detokenize", self.detokenize, methods=["POST"]),
@@ -152,12 +154,12 @@ class ScriptedModel:
     async def tokenize(self, request: Request) -> Response:
         try:
             body = json.loads(await request.body())
-            prompt = body["prompt"]
-        except (ValueError, KeyError, TypeError):
+            prompt, special = body["prompt"], body.get("add_special_tokens", True)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return _error(400, "a JSON body with a prompt string is required", "invalid_request_error")
         if not isinstance(prompt, str):
             return _error(400, "prompt must be a string", "invalid_request_error")
-        ids = self.tokenizer.tokenize(prompt)
+        ids = self.tokenizer.tokenize(prompt, add_special_tokens=bool(special))
         return JSONResponse({"count": len(ids), "max_model_len": 131072, "tokens": ids, "token_strs": None})
 
     async def detokenize(self, request: Request) -> Response:

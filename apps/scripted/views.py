@@ -167,9 +167,12 @@ class Scenario(BaseModel):
     name: str
     description: str = ""
     rules: list[Rule] = Field(default_factory=list)
-    tokenizer: bool = Field(
+    tokenizer: bool | str = Field(
         default=True,
-        description="Serve vLLM's /tokenize and /detokenize (the stand-in tokenizer); false: 404, as OpenAI's API.",
+        description=(
+            "Serve vLLM's /tokenize and /detokenize: true, over the stand-in tokens; a Hugging Face tokenizer's "
+            "folder, with that tokenizer (needs transformers); false: 404, as OpenAI's API."
+        ),
     )
 
     @classmethod
@@ -204,7 +207,8 @@ class Scenario(BaseModel):
         return self.model_copy(update={"rules": rules})
 
     def with_files_loaded(self, base_dir: Path) -> Scenario:
-        """Replace each ``content_file`` by its text, so answering never touches the disk."""
+        """Replace each ``content_file`` by its text, so answering never touches the disk; a tokenizer
+        folder is read relative to ``base_dir`` too."""
         rules: list[Rule] = []
         for index, rule in enumerate(self.rules):
             if rule.content_file is None:
@@ -216,7 +220,8 @@ class Scenario(BaseModel):
             except OSError as exc:
                 raise ScenarioError(f"rule {index}: content_file {file_path} cannot be read ({exc})") from None
             rules.append(rule.model_copy(update={"content": text, "content_file": None}))
-        return self.model_copy(update={"rules": rules})
+        tokenizer = str(base_dir / self.tokenizer) if isinstance(self.tokenizer, str) else self.tokenizer
+        return self.model_copy(update={"rules": rules, "tokenizer": tokenizer})
 
 
 class RequestRecord(BaseModel):
