@@ -171,8 +171,7 @@ async def upstream_gui_result(context: AgentContext, instruction: str, run: GuiR
         return UpstreamGuiResult(error="no JSON object in the GUI summary reply", usage=answer.usage)
     summary = answer.value or GuiSummary.model_validate({})  # an object that does not parse: upstream's {}
     # WebGen-Agent reads the agent's last message whole (its reasoning and its answer), case-sensitive.
-    last_message = run.messages[-1] if run.messages else (run.final_answer or "")
-    if "YES" in last_message:
+    if "YES" in run.last_message:
         return UpstreamGuiResult(passed=True, score=summary.grade, suggestions="", usage=answer.usage)
     return UpstreamGuiResult(
         passed=None if summary.suggestions is None else summary.passed,

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from webgen_agent.apps.bench.evaluate import parse_answer
+from webgen_agent.apps.bench.config import EvalSettings
+from webgen_agent.apps.bench.evaluate import Evaluator, parse_answer
 from webgen_agent.apps.bench.results import JsonlStore
 from webgen_agent.apps.bench.score import rates
 from webgen_agent.apps.bench.views import CaseResult
+from webgen_agent.core.context import ModelSettings
+from webgen_agent.tools.gui_agent.views import GuiRun
+from webgen_agent.tools.webgen_bench import UITestCase
 
 
 def test_parse_answer() -> None:
@@ -74,3 +78,31 @@ def test_evaluation_models_default_to_the_agents_and_flags_override_them(monkeyp
     assert (own.appearance.model, own.appearance.base_url) == ("gpt-4o", "https://oa/v1")
     assert (own.feedback.model, own.feedback.base_url, own.max_actions) == ("fb", "http://eval/v1", 7)
     assert settings.vlm_model == "vl"  # the agent's own settings are untouched
+
+
+def compute_acc_verdict(interact_messages: list[dict[str, str]]) -> str:
+    """WebGen-Bench's ``compute_acc.py`` on one case: its last assistant message, read whole."""
+    text = next((m["content"] for m in reversed(interact_messages) if m["role"] == "assistant"), "")
+    return "YES" if "YES" in text else "PARTIAL" if "PARTIAL" in text else "NO"
+
+
+async def test_the_webgen_bench_verdict_reads_the_agents_whole_last_message(tmp_path: Path) -> None:
+    """WebVoyager's last assistant message holds its thought and its answer; WebGen-Bench looks for YES
+    in all of it. So does the evaluation: a YES in the agent's reasoning counts, as there."""
+    model = ModelSettings(model="vlm", base_url="http://127.0.0.1:9/v1")
+    evaluator = Evaluator(EvalSettings(agent=model, appearance=model, feedback=model), tmp_path)
+    case = UITestCase.model_validate(
+        {"task": "Look at the scores.", "expected_result": "A table of scores.", "task_category": {}}
+    )
+    answer = "PARTIAL - a table, but empty"
+    last = f'Memory: The table is there: YES, a scores table.\nAction: {{"done": {{"text": "{answer}"}}}}'
+    for messages, final_answer, expected in [
+        (["Next goal: look", last], answer, "YES"),
+        (["Next goal: look", "Action: " + answer], answer, "PARTIAL"),
+        ([], "YES - all shown", "YES"),  # no message kept: the done text
+        (["Memory: yes it is there\nAction: done"], None, "NO"),  # case-sensitive
+    ]:
+        run = GuiRun(messages=messages, final_answer=final_answer, stopped_reason="done")
+        decision = await evaluator._decide(case, run)
+        assistant = [{"role": "assistant", "content": m} for m in messages or [final_answer or ""]]
+        assert decision.verdict == compute_acc_verdict(assistant) == expected

@@ -114,7 +114,7 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
     assert case.expected_result in requests[-1].last_user_text
     # The latest 3 screenshots in every request once there are 3 (1, 2, then 3 kept).
     assert [r.images for r in requests] == [1, 2] + [3] * 13
-    assert webgen_bench_verdict(run.final_answer) == "PARTIAL"
+    assert webgen_bench_verdict(run.last_message) == "PARTIAL"
     # The summary WebGen-Agent asks for sees the agent's own messages, a marker for each page shown.
     trajectory = upstream_trajectory(run)
     assert trajectory[0::2] == [SCREENSHOT_MARKER] * 15

@@ -60,8 +60,9 @@ _NOT_COPIED = ("node_modules", ".git", DEPS_MARKER, ".webgen-manifest")
 
 
 def webgen_bench_verdict(text: str | None) -> Answer:
-    """WebGen-Bench's verdict (compute_acc.py): "YES" anywhere in the final answer, else "PARTIAL"
-    anywhere, else NO; case-sensitive, no answer is NO."""
+    """WebGen-Bench's verdict (compute_acc.py) on the agent's last message, read whole (``GuiRun.last_message``:
+    its reasoning and its answer): "YES" anywhere, else "PARTIAL" anywhere, else NO; case-sensitive, no
+    message is NO."""
     text = text or ""
     if "YES" in text:
         return "YES"
@@ -396,7 +397,7 @@ class Evaluator:
             return _Decision("NO", f"the GUI agent could not run: {error}", "error", Usage(), _short(error))
         if self.settings.verdict == "webgen-bench":
             return _Decision(
-                webgen_bench_verdict(run.final_answer), run.final_answer or "no final answer", "agent", Usage()
+                webgen_bench_verdict(run.last_message), _short(run.last_message) or "no final answer", "agent", Usage()
             )
         answer = parse_answer(run.final_answer) if self.settings.verdict == "strict" else None
         if answer is not None:

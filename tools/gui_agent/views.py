@@ -151,6 +151,13 @@ class GuiRun(BaseModel):
     )
 
     @property
+    def last_message(self) -> str:
+        """The agent's whole last message (what it judged, kept in mind and meant next, then its actions,
+        its answer among them), where WebVoyager's readers look for YES: WebGen-Agent's GUI summary and
+        WebGen-Bench's verdict. The done text when no message was kept."""
+        return self.messages[-1] if self.messages else (self.final_answer or "")
+
+    @property
     def usage(self) -> Usage:
         """The agent's model calls: when they cost tokens but none were counted, the endpoint sent no counts."""
         uncounted = self.steps if self.steps and not (self.input_tokens or self.output_tokens) else 0
