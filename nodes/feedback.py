@@ -15,8 +15,8 @@ from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.endpoint_tokenizer import detokenize, tokenize
-from webgen_agent.tools.endpoints import ModelCallError
+from webgen_agent.tools.endpoint_tokenizer import TokenizerRefused, detokenize, tokenize
+from webgen_agent.tools.endpoints import EndpointEvent, ModelCallError, report
 
 
 def results_text(step: Step, tested: Step | None) -> tuple[str, str]:
@@ -112,13 +112,19 @@ async def cut_observation(text: str, tokens: int | None, coder: ModelSettings | 
     observed = UPSTREAM_OBSERVATION.format(text)
     if len(observed.encode()) <= tokens:  # a byte-level tokenizer (Qwen's) gives no more tokens than bytes
         return text
-    ids = await tokenize(coder, "coder", observed) if coder is not None else None
-    if ids is not None and len(ids) <= tokens:
-        return text
-    kept = await detokenize(coder, "coder", ids[:tokens]) if coder is not None and ids is not None else None
-    if kept is None:
-        return text[: tokens * CHARS_PER_TOKEN]
-    return kept.removeprefix(_OBSERVATION_OPENING)
+    by_characters = text[: tokens * CHARS_PER_TOKEN]
+    if coder is None:
+        return by_characters
+    try:
+        ids = await tokenize(coder, "coder", observed)
+        if ids is not None and len(ids) <= tokens:
+            return text
+        kept = await detokenize(coder, "coder", ids[:tokens]) if ids is not None else None
+    except TokenizerRefused as exc:  # e.g. a text over its length limit: counted by characters, and said
+        reason = f"{exc}; the feedback was cut at {CHARS_PER_TOKEN} characters a token"
+        report(EndpointEvent(kind="tokenizer_refused", role="coder", model=coder.model, reason=reason))
+        return by_characters
+    return by_characters if kept is None else kept.removeprefix(_OBSERVATION_OPENING)
 
 
 async def observation_cut_warning(coder: ModelSettings, environment: EnvironmentRules) -> str | None:

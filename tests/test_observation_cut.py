@@ -27,6 +27,7 @@ from webgen_agent.nodes.feedback import (
     observation_cut_warning,
     upstream_feedback,
 )
+from webgen_agent.tools.endpoints import EndpointEvent, listen
 
 ROLLOUT = environment_rules("upstream", "rollout")
 INFERENCE = environment_rules("upstream", "inference")
@@ -118,6 +119,18 @@ async def test_an_endpoint_without_a_tokenizer_cuts_by_characters_and_the_run_sa
         assert await observation_cut_warning(scripted_context(server.base_url).coder, ROLLOUT) is None
     # An endpoint that cannot be reached now: its first model call says so, not this.
     assert await observation_cut_warning(scripted_context("http://127.0.0.1:9/v1").coder, ROLLOUT) is None
+
+
+async def test_a_tokenizer_that_refuses_the_text_cuts_it_by_characters_and_says_so():
+    """A vLLM server refuses to tokenize a text past its max_model_len (HTTP 400): the run goes on with
+    the characters' cut, and the node's progress shows why (kept in the step's endpoint record)."""
+    feedback = failed_start_feedback()
+    events: list[EndpointEvent] = []
+    with ScriptedServer(Scenario(name="short-model", tokenizer_limit=1000)) as server, listen(events.append):
+        kept = await cut_observation(feedback, 5000, scripted_context(server.base_url).coder)
+    assert kept == feedback[: 5000 * CHARS_PER_TOKEN]
+    (event,) = events
+    assert event.kind == "tokenizer_refused" and "HTTP 400" in event.line() and "max_model_len 1000" in event.line()
 
 
 async def test_the_rollout_critic_cuts_the_coders_feedback_with_the_coders_tokenizer(node_harness):

@@ -3,7 +3,8 @@ served at the server's root beside ``/v1``. Rollouts cut an observation at a tok
 WebGen-RL does (``nodes/feedback.py``); only the served model's tokenizer counts its tokens exactly.
 
 An endpoint without these routes (OpenAI's API, most proxies) answers 404 or 405: then there is no
-tokenizer (None), and the caller falls back to counting characters. Other trouble (429, 5xx,
+tokenizer (None), and the caller falls back to counting characters. A request it refuses otherwise
+(a 400 for a text over its length limit) raises :class:`TokenizerRefused`. Other trouble (429, 5xx,
 timeouts) is waited out like a model call (``tools.endpoints``), on the role's own endpoint only:
 a fallback model may tokenize differently.
 """
@@ -18,6 +19,10 @@ from webgen_agent.tools.models import shared_http_client
 
 # What a server without the route answers: no tokenizer to ask.
 _NOT_OFFERED = frozenset({404, 405})
+
+
+class TokenizerRefused(ModelCallError):
+    """The endpoint's tokenizer refused this request (HTTP 4xx), though it has one."""
 
 
 def server_root(base_url: str) -> str:
@@ -45,8 +50,11 @@ async def _post(settings: ModelSettings, role: Role, path: str, body: dict[str, 
     try:
         answer, _ = await call_patiently(own, role, call)
     except ModelCallError as exc:
-        if exc.__cause__ is not None and status_of(exc.__cause__) in _NOT_OFFERED:
+        status = status_of(exc.__cause__) if exc.__cause__ is not None else None
+        if status in _NOT_OFFERED:
             return None
+        if status is not None and 400 <= status < 500:
+            raise TokenizerRefused(str(exc)) from exc
         raise
     return answer
 

@@ -160,7 +160,12 @@ class ScriptedModel:
         if not isinstance(prompt, str):
             return _error(400, "prompt must be a string", "invalid_request_error")
         ids = self.tokenizer.tokenize(prompt, add_special_tokens=bool(special))
-        return JSONResponse({"count": len(ids), "max_model_len": 131072, "tokens": ids, "token_strs": None})
+        limit = self.scenario.tokenizer_limit or 131072
+        if len(ids) > limit:
+            return _error(
+                400, f"the prompt has {len(ids)} tokens, more than max_model_len {limit}", "invalid_request_error"
+            )
+        return JSONResponse({"count": len(ids), "max_model_len": limit, "tokens": ids, "token_strs": None})
 
     async def detokenize(self, request: Request) -> Response:
         try:

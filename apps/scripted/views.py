@@ -174,6 +174,11 @@ class Scenario(BaseModel):
             "folder, with that tokenizer (needs transformers); false: 404, as OpenAI's API."
         ),
     )
+    tokenizer_limit: int | None = Field(
+        default=None,
+        gt=0,
+        description="/tokenize answers 400 for a text of more tokens, as a vLLM server does past its max_model_len.",
+    )
 
     @classmethod
     def load(cls, path: str | Path) -> Scenario:
