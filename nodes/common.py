@@ -100,7 +100,7 @@ class _EndpointLog:
             record["waited_s"] = round(record["waited_s"] + event.sleep_s, 2)
         elif event.kind == "fallback":
             record["fallback"] = event.model
-        elif event.kind == "tokenizer_refused":
+        elif event.kind == "tokenizer_unusable":
             record["cut_by_characters"] = record.get("cut_by_characters", 0) + 1
         else:
             record["condensed"] = record.get("condensed", 0) + 1

@@ -15,7 +15,7 @@ from webgen_agent.core.state import AgentState, Step
 from webgen_agent.core.views import Critique
 from webgen_agent.nodes import prompts
 from webgen_agent.nodes.resources import get_resources
-from webgen_agent.tools.endpoint_tokenizer import TokenizerRefused, detokenize, tokenize
+from webgen_agent.tools.endpoint_tokenizer import TokenizerUnusable, detokenize, tokenize
 from webgen_agent.tools.endpoints import EndpointEvent, ModelCallError, report
 
 
@@ -106,7 +106,8 @@ async def cut_observation(text: str, tokens: int | None, coder: ModelSettings | 
     """The feedback as WebGen-RL's rollout cuts an observation: the first ``tokens`` tokens of its turn
     (``UPSTREAM_OBSERVATION``), counted by the coder endpoint's own tokenizer (vLLM's /tokenize); the
     turn's opening is not part of the feedback. Where the endpoint offers no tokenizer (or ``coder``
-    is None): the first ``tokens`` x ``CHARS_PER_TOKEN`` characters of the feedback."""
+    is None): the first ``tokens`` x ``CHARS_PER_TOKEN`` characters of the feedback; the same, and an
+    endpoint event that says why, where its tokenizer cannot be used for this text."""
     if tokens is None:
         return text
     observed = UPSTREAM_OBSERVATION.format(text)
@@ -117,34 +118,39 @@ async def cut_observation(text: str, tokens: int | None, coder: ModelSettings | 
         return by_characters
     try:
         ids = await tokenize(coder, "coder", observed)
-        if ids is not None and len(ids) <= tokens:
+        if ids is None:
+            return by_characters
+        if len(ids) <= tokens:
             return text
-        kept = await detokenize(coder, "coder", ids[:tokens]) if ids is not None else None
-    except TokenizerRefused as exc:  # e.g. a text over its length limit: counted by characters, and said
+        kept = await detokenize(coder, "coder", ids[:tokens])
+        if kept is not None and not kept.startswith(_OBSERVATION_OPENING):
+            raise TokenizerUnusable(f"/detokenize did not give back the turn's opening ({kept[:40]!r})")
+    except ModelCallError as exc:  # refused, not vLLM's answer, or trouble that outlasted the patience
         reason = f"{exc}; the feedback was cut at {CHARS_PER_TOKEN} characters a token"
-        report(EndpointEvent(kind="tokenizer_refused", role="coder", model=coder.model, reason=reason))
+        report(EndpointEvent(kind="tokenizer_unusable", role="coder", model=coder.model, reason=reason))
         return by_characters
     return by_characters if kept is None else kept.removeprefix(_OBSERVATION_OPENING)
 
 
 async def observation_cut_warning(coder: ModelSettings, environment: EnvironmentRules) -> str | None:
     """One line for the run's warnings when observations are cut at a token budget (WebGen-RL's
-    rollout) and ``coder``'s endpoint offers no tokenizer to count them. An endpoint that cannot be
-    asked now says nothing here: the run's first model call reports it."""
+    rollout) and ``coder``'s endpoint offers no tokenizer to count them, or one that does not answer
+    as vLLM's does. An endpoint that cannot be asked now says nothing here: the run's first model
+    call reports it."""
     budget = environment.observation_tokens
     if budget is None:
         return None
     once = coder.model_copy(update={"patience_s": 0.0, "timeout_s": TOKENIZER_PROBE_S})  # asked once, not waited for
+    fallback = f"observations over {budget:,} tokens are cut at {CHARS_PER_TOKEN} characters a token, not where the coder's tokenizer cuts them"
     try:
-        offered = await tokenize(once, "coder", "") is not None
+        offered = await tokenize(once, "coder", UPSTREAM_OBSERVATION.format("a probe")) is not None
+    except TokenizerUnusable as exc:
+        return f"the coder endpoint's tokenizer cannot be used ({exc}): {fallback}"
     except ModelCallError:
         return None
     if offered:
         return None
-    return (
-        f"the coder endpoint {coder.base_url} offers no tokenizer (vLLM's /tokenize): observations over "
-        f"{budget:,} tokens are cut at {CHARS_PER_TOKEN} characters a token, not where the coder's tokenizer cuts them"
-    )
+    return f"the coder endpoint {coder.base_url} offers no tokenizer (vLLM's /tokenize): {fallback}"
 
 
 def upstream_feedback(

@@ -1,9 +1,12 @@
 """Servers that are not model endpoints, on a free port each: one answers every request with a web
 server's welcome page (HTTP 200, HTML), one with binary junk (not even HTTP). What a user meets who
-points --base-url at the wrong port."""
+points --base-url at the wrong port. And three whose tokenizer routes are not vLLM's: one answers as
+llama.cpp's server does, one reads vLLM's fields but decodes without special tokens, one is
+unavailable (HTTP 503) on every request."""
 
 from __future__ import annotations
 
+import json
 import socket
 import socketserver
 import threading
@@ -35,6 +38,50 @@ class _Welcome(BaseHTTPRequestHandler):
         pass
 
 
+class _LlamaCppTokenizer(BaseHTTPRequestHandler):
+    """llama.cpp's /tokenize reads ``content`` (a request without it gets no tokens, and no error), and
+    its /detokenize answers ``content``; a token per whitespace-separated word here, decoded without
+    special tokens."""
+
+    field = "content"
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        if self.path == "/tokenize":
+            answer: dict[str, object] = {"tokens": list(range(len(str(body.get(self.field, "")).split())))}
+        else:
+            answer = {self.field: " ".join("word" for _ in body.get("tokens", []))}
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _NoSpecialsTokenizer(_LlamaCppTokenizer):
+    """vLLM's fields (``prompt`` in and out), but its decoded text lacks the special tokens it counted."""
+
+    field = "prompt"
+
+
+class _Unavailable(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        data = b'{"error": {"message": "the service is unavailable", "type": "unavailable"}}'
+        self.send_response(503)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 class _Junk(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         self.request.settimeout(2)
@@ -48,10 +95,17 @@ class _Junk(socketserver.BaseRequestHandler):
 
 @contextmanager
 def fake_endpoint(kind: str) -> Iterator[str]:
-    """Serve ``kind`` ('html' or 'junk'); yields the base URL a user would pass."""
+    """Serve ``kind`` ('html', 'junk', 'llama-cpp', 'no-specials' or 'unavailable'); yields the base URL
+    a user would pass."""
+    handlers = {
+        "html": _Welcome,
+        "llama-cpp": _LlamaCppTokenizer,
+        "no-specials": _NoSpecialsTokenizer,
+        "unavailable": _Unavailable,
+    }
     server: socketserver.TCPServer = (
-        ThreadingHTTPServer(("127.0.0.1", 0), _Welcome)
-        if kind == "html"
+        ThreadingHTTPServer(("127.0.0.1", 0), handlers[kind])
+        if kind in handlers
         else socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Junk)
     )
     server.daemon_threads = True

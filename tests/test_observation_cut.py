@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.fake_endpoints import fake_endpoint
 from webgen_agent.apps.demo import scripted_context
 from webgen_agent.apps.scripted.engine import whitespace_tokens
 from webgen_agent.apps.scripted.server import ScriptedServer
@@ -130,7 +131,36 @@ async def test_a_tokenizer_that_refuses_the_text_cuts_it_by_characters_and_says_
         kept = await cut_observation(feedback, 5000, scripted_context(server.base_url).coder)
     assert kept == feedback[: 5000 * CHARS_PER_TOKEN]
     (event,) = events
-    assert event.kind == "tokenizer_refused" and "HTTP 400" in event.line() and "max_model_len 1000" in event.line()
+    assert event.kind == "tokenizer_unusable" and "HTTP 400" in event.line() and "max_model_len 1000" in event.line()
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("llama-cpp", "answered no tokens"),
+        ("no-specials", "did not give back the turn's opening"),
+        ("unavailable", "503"),
+    ],
+)
+async def test_a_tokenizer_that_does_not_answer_as_vllms_cuts_by_characters_and_says_so(kind, why):
+    """llama.cpp's /tokenize reads `content`, not vLLM's `prompt`, and answers no tokens at all: taken
+    at its word, no observation would ever be cut. A tokenizer that decodes without the special tokens
+    it counted: the turn's opening would stay in the feedback. Tokenizer routes down for the whole
+    patience: the run goes on. Each cuts by characters and says why; the run's start warns of the
+    first (the last could not be asked then, and its first model call will say so)."""
+    feedback = failed_start_feedback()
+    events: list[EndpointEvent] = []
+    with fake_endpoint(kind) as base_url, listen(events.append):
+        coder = scripted_context(base_url).coder.model_copy(update={"patience_s": 0.5})
+        kept = await cut_observation(feedback, 5000, coder)
+        warning = await observation_cut_warning(coder, ROLLOUT)
+    assert kept == feedback[: 5000 * CHARS_PER_TOKEN]
+    (event,) = [e for e in events if e.kind == "tokenizer_unusable"]
+    assert why in event.line() and "4 characters a token" in event.line()
+    if kind == "llama-cpp":
+        assert warning is not None and "cannot be used" in warning and "5,000 tokens" in warning
+    else:  # no-specials counts as vLLM's does, so the start has nothing to say
+        assert warning is None
 
 
 async def test_the_rollout_critic_cuts_the_coders_feedback_with_the_coders_tokenizer(node_harness):

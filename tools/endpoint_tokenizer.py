@@ -3,10 +3,12 @@ served at the server's root beside ``/v1``. Rollouts cut an observation at a tok
 WebGen-RL does (``nodes/feedback.py``); only the served model's tokenizer counts its tokens exactly.
 
 An endpoint without these routes (OpenAI's API, most proxies) answers 404 or 405: then there is no
-tokenizer (None), and the caller falls back to counting characters. A request it refuses otherwise
-(a 400 for a text over its length limit) raises :class:`TokenizerRefused`. Other trouble (429, 5xx,
-timeouts) is waited out like a model call (``tools.endpoints``), on the role's own endpoint only:
-a fallback model may tokenize differently.
+tokenizer (None), and the caller falls back to counting characters. Routes that answer but cannot
+be used to cut this text raise :class:`TokenizerUnusable`: a refusal (a 400 for a text over the
+model's length limit) or an answer not in vLLM's shape (llama.cpp's ``/tokenize`` reads ``content``,
+not ``prompt``, and answers no tokens at all for vLLM's request: taken at its word, nothing would
+ever be cut). Other trouble (429, 5xx, timeouts) is waited out like a model call
+(``tools.endpoints``), on the role's own endpoint only: a fallback model may tokenize differently.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from webgen_agent.tools.models import shared_http_client
 _NOT_OFFERED = frozenset({404, 405})
 
 
-class TokenizerRefused(ModelCallError):
-    """The endpoint's tokenizer refused this request (HTTP 4xx), though it has one."""
+class TokenizerUnusable(ModelCallError):
+    """The endpoint answers on its tokenizer routes, but not with tokens this text can be cut by: it
+    refused the request (HTTP 4xx), or answered in a shape that is not vLLM's."""
 
 
 def server_root(base_url: str) -> str:
@@ -54,7 +57,7 @@ async def _post(settings: ModelSettings, role: Role, path: str, body: dict[str, 
         if status in _NOT_OFFERED:
             return None
         if status is not None and 400 <= status < 500:
-            raise TokenizerRefused(str(exc)) from exc
+            raise TokenizerUnusable(str(exc)) from exc
         raise
     return answer
 
@@ -68,8 +71,15 @@ async def tokenize(settings: ModelSettings, role: Role, text: str) -> list[int] 
     if answer is None:
         return None
     tokens = answer.get("tokens")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-        raise ModelCallError(f"{role} endpoint {settings.base_url}: /tokenize answered no list of token ids")
+    where = f"{role} endpoint {settings.base_url}: /tokenize"
+    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+        raise TokenizerUnusable(f"{where} answered no list of token ids, as vLLM's does")
+    if text and not tokens:  # llama.cpp's answer to a request without its `content` field
+        raise TokenizerUnusable(
+            f"{where} answered no tokens for a text of {len(text)} characters (not vLLM's /tokenize)"
+        )
+    if answer.get("count", len(tokens)) != len(tokens):
+        raise TokenizerUnusable(f"{where} counted {answer['count']} tokens but listed {len(tokens)}")
     return tokens
 
 
@@ -80,5 +90,7 @@ async def detokenize(settings: ModelSettings, role: Role, ids: list[int]) -> str
         return None
     text = answer.get("prompt")
     if not isinstance(text, str):
-        raise ModelCallError(f"{role} endpoint {settings.base_url}: /detokenize answered no text")
+        raise TokenizerUnusable(
+            f"{role} endpoint {settings.base_url}: /detokenize answered no `prompt` text, as vLLM's does"
+        )
     return text

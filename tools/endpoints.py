@@ -51,7 +51,7 @@ class EndpointEvent(BaseModel):
     """Something a caller may show while a model call is under way: a wait, a switch to the fallback,
     a condensed prompt, a text the endpoint's tokenizer would not count."""
 
-    kind: Literal["wait", "fallback", "condensed", "tokenizer_refused"]
+    kind: Literal["wait", "fallback", "condensed", "tokenizer_unusable"]
     role: str
     model: str
     reason: str = ""
@@ -68,8 +68,8 @@ class EndpointEvent(BaseModel):
             )
         if self.kind == "fallback":
             return f"{self.role} endpoint: {self.reason}; using the fallback model {self.model}"
-        if self.kind == "tokenizer_refused":
-            return f"{self.role} tokenizer ({self.model}) refused to count the text: {self.reason}"
+        if self.kind == "tokenizer_unusable":
+            return f"{self.role} tokenizer ({self.model}) could not count the text: {self.reason}"
         return f"{self.role} prompt too long for {self.model}: condensed ({self.reason})"
 
 
