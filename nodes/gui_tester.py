@@ -272,6 +272,7 @@ async def run_agent(
             max_actions_per_step=rules.gui_actions_per_step,
             screenshots_kept=rules.gui_screenshots_kept,
             max_failures=rules.gui_failures_before_giving_up,
+            webvoyager_messages=rules.gui_webvoyager_messages,
             last_step_prompt=prompt_set.gui_limit(instruction),
             timeout_s=context.gui_timeout_s,
             chromium_path=chromium,

@@ -21,10 +21,14 @@ from webgen_agent.core.profiles import profile_rules
 from webgen_agent.nodes.gui_testing import SCREENSHOT_MARKER, upstream_trajectory
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
+from webgen_agent.tools.gui_agent.patches import PAGE_NOT_SHOWN
 from webgen_agent.tools.webgen_bench import UITestCase
 
+# A clock in a corner: no two screenshots are alike, so a request's images say which step took them.
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title></head>
 <body><h1>High scores</h1><button type="button">Refresh</button><p>No scores yet.</p>
+<div id="clock" style="position: fixed; right: 8px; bottom: 8px"></div>
+<script>setInterval(() => { clock.textContent = performance.now().toFixed(1) }, 10)</script>
 <div style="height: 4000px"></div></body></html>"""
 FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
 
@@ -58,19 +62,31 @@ async def scripted_agent(server: ScriptedServer, shared_browser: Any, **rules: A
     )
 
 
+# browser-use's own nudges, which WebVoyager never sends: a warning as the step budget runs out, and
+# one after repeated actions.
+NUDGES = ["BUDGET WARNING", "Heads up: you have repeated"]
+
+
 def never_answers(forced_text: str) -> Scenario:
     """A VLM that scrolls for ever (two scrolls an answer, of which one action per iteration is taken);
-    only the forced last step (its limit prompt) gets an answer."""
+    only the forced last step (its limit prompt) gets an answer. A request with one of browser-use's
+    nudges in it matches no rule (and is answered with an error)."""
     return Scenario.model_validate(
         {
             "name": "never-answers",
             "rules": [
-                {"last_contains": [FORCED], "agent": {"actions": [{"done": {"text": forced_text, "success": True}}]}},
                 {
+                    "last_contains": [FORCED],
+                    "contains": [PAGE_NOT_SHOWN],  # the 15th iteration's state: no page
+                    "not_contains": NUDGES,
+                    "agent": {"actions": [{"done": {"text": forced_text, "success": True}}]},
+                },
+                {
+                    "not_contains": NUDGES,
                     "agent": {
                         "actions": [{"scroll": "down"}, {"scroll": "up"}],
                         "memory": "Still looking for the scores.",
-                    }
+                    },
                 },
             ],
         }
@@ -81,6 +97,7 @@ def test_upstream_profile_asks_for_webvoyager_rules() -> None:
     upstream, default = profile_rules("upstream"), profile_rules("default")
     assert (upstream.gui_actions_per_step, upstream.gui_screenshots_kept) == (1, 3)
     assert (default.gui_actions_per_step, default.gui_screenshots_kept) == (3, 1)
+    assert upstream.gui_webvoyager_messages and not default.gui_webvoyager_messages
     assert FORCED in prompts_for("upstream").gui_limit("Check the scores.")
     assert "Check the scores." in prompts_for("upstream").gui_limit("Check the scores.")
     assert prompts_for("default").gui_limit("Check the scores.") == ""
@@ -112,8 +129,16 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
     assert [a.name for a in run.actions] == ["scroll"] * 14 + ["done"]
     assert [r.rule_index for r in requests] == [1] * 14 + [0]
     assert case.expected_result in requests[-1].last_user_text
-    # The latest 3 screenshots in every request once there are 3 (1, 2, then 3 kept).
+    # The latest 3 screenshots in every request once there are 3 (1, 2, then 3 kept), each page new
+    # until the 15th iteration, which shows no page: its 3 are the 14th's (A webvoyager/run.py 545-551).
     assert [r.images for r in requests] == [1, 2] + [3] * 13
+    assert all(
+        r.image_digests[:-1] == q.image_digests[-2:] for q, r in zip(requests[2:-2], requests[3:-1], strict=True)
+    )
+    assert len({r.image_digests[-1] for r in requests[:-1]}) == 14
+    assert requests[-1].image_digests == requests[-2].image_digests
+    # None of browser-use's own nudges came (a warning as the budget runs out, one after repeated
+    # actions): no rule answers a request that carries one (``never_answers``), and all were answered.
     assert webgen_bench_verdict(run.last_message) == "PARTIAL"
     # The summary WebGen-Agent asks for sees the agent's own messages, a marker for each page shown.
     trajectory = upstream_trajectory(run)

@@ -82,6 +82,7 @@ def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
         "max_actions_per_step": webvoyager.gui_actions_per_step,
         "screenshots_kept": webvoyager.gui_screenshots_kept,
         "max_failures": webvoyager.gui_failures_before_giving_up,
+        "webvoyager_messages": webvoyager.gui_webvoyager_messages,
         "last_step_prompt": prompts.case_limit(case.expected_result),
     }
 

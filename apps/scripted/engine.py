@@ -53,8 +53,12 @@ class RequestFacts:
     last_user_text: str
     system_texts: list[str]
     schema_name: str | None
-    image_count: int
+    images: tuple[str, ...]  # a short digest of each image's URL, in order
     digest: str = field(repr=False)
+
+    @property
+    def image_count(self) -> int:
+        return len(self.images)
 
     @property
     def prompt_tokens(self) -> int:
@@ -66,11 +70,12 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def message_text(message: dict[str, Any]) -> tuple[str, int]:
-    """The text of one message (text parts, tool-call names and arguments) and its image count."""
+def message_text(message: dict[str, Any]) -> tuple[str, list[str]]:
+    """The text of one message (text parts, tool-call names and arguments) and a short digest of each
+    of its images (which screenshots a request carried, for tests to compare)."""
     content = message.get("content")
     texts: list[str] = []
-    images = 0
+    images: list[str] = []
     if isinstance(content, str):
         texts.append(content)
     elif isinstance(content, list):
@@ -83,7 +88,9 @@ def message_text(message: dict[str, Any]) -> tuple[str, int]:
             elif kind == "refusal":
                 texts.append(str(part.get("refusal", "")))
             elif kind in ("image_url", "input_image"):
-                images += 1
+                url = part.get("image_url") if kind == "image_url" else part.get("image_url", part.get("url"))
+                url = url.get("url") if isinstance(url, dict) else url
+                images.append(hashlib.sha256(str(url).encode()).hexdigest()[:12])
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         texts.append(f"{function.get('name', '')} {function.get('arguments', '')}")
@@ -95,11 +102,11 @@ def request_facts(body: dict[str, Any]) -> RequestFacts:
     texts: list[str] = []
     user_texts: list[str] = []
     system_texts: list[str] = []
-    images = 0
+    images: list[str] = []
     for message in messages:
-        text, count = message_text(message)
+        text, digests = message_text(message)
         texts.append(text)
-        images += count
+        images += digests
         if message.get("role") == "user":
             user_texts.append(text)
         elif message.get("role") in ("system", "developer"):
@@ -118,7 +125,7 @@ def request_facts(body: dict[str, Any]) -> RequestFacts:
         last_user_text=user_texts[-1] if user_texts else "",
         system_texts=system_texts,
         schema_name=schema_name,
-        image_count=images,
+        images=tuple(images),
         digest=hashlib.sha256(canonical.encode()).hexdigest(),
     )
 

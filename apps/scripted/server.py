@@ -130,6 +130,7 @@ class ScriptedModel:
             status=status,
             last_user_text=facts.last_user_text if facts else "",
             images=facts.image_count if facts else 0,
+            image_digests=list(facts.images) if facts else [],
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )

@@ -239,6 +239,9 @@ class RequestRecord(BaseModel):
     status: int = Field(description="HTTP status sent; 0 when the connection was dropped mid-answer.")
     last_user_text: str = Field(default="", description="The text of the request's last user message.")
     images: int = Field(default=0, description="Images in the request's messages.")
+    image_digests: list[str] = Field(
+        default_factory=list, description="A short digest of each image's URL, in order: which screenshots it carried."
+    )
     prompt_tokens: int = Field(default=0, description="The usage the answer reported (0 when none was sent).")
     completion_tokens: int = Field(default=0, description="The usage the answer reported (0 when none was sent).")
 

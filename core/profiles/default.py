@@ -50,6 +50,7 @@ RULES = ProfileRules(
     gui_actions_per_step=3,  # browser-use's own: several actions per answer, one screenshot
     gui_screenshots_kept=1,
     gui_failures_before_giving_up=3,  # a model that fails 3 answers in a row will not recover in this run
+    gui_webvoyager_messages=False,
     loop_governor=True,
     replay_tests=True,
 )

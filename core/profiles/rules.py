@@ -146,6 +146,10 @@ class ProfileRules:
     # Failed steps in a row (an unreadable answer, an action that failed) after which the GUI agent
     # gives up and its run is a harness error; None: it goes on to its action budget.
     gui_failures_before_giving_up: int | None
+    # WebVoyager's messages only: no warning as the iterations run out, no nudge after repeated
+    # actions, and a last iteration that shows no page (the limit prompt and the screenshots before
+    # it); False: browser-use's own (a warning at 75 %, loop nudges, the page at every step).
+    gui_webvoyager_messages: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.

@@ -73,6 +73,9 @@ RULES = ProfileRules(
     # WebVoyager notes a format error or a failed action and goes on to its 15th iteration
     # (A webvoyager/run.py 615-619: `continue`; the action's exception becomes the next observation).
     gui_failures_before_giving_up=None,
+    # A webvoyager/run.py 545-595: the page, a format error or an action's error each iteration, and
+    # at `it == max_iter` the limit prompt as the whole new message; no other nudge.
+    gui_webvoyager_messages=True,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

@@ -14,8 +14,9 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
-  (``_keep_recent_screenshots``), and a prompt of our own added to the last step
-  (``_add_last_step_prompt``).
+  (``_keep_recent_screenshots``), a prompt of our own added to the last step
+  (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
+  (``_no_budget_warning``), and no page shown at the last step (``_keep_recent_screenshots``).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def _import_browser_use() -> None:
     _make_config_dirs_once()
     _keep_recent_screenshots()
     _add_last_step_prompt()
+    _no_budget_warning()
     gc.collect()
     gc.freeze()
 
@@ -221,23 +223,34 @@ def _rmdir_if_empty(path: Path) -> None:
         path.rmdir()
 
 
-# Screenshots of earlier steps for the request being built (see _keep_recent_screenshots).
+# Screenshots of earlier steps for the request being built (see _keep_recent_screenshots), and
+# whether it shows the current page (not at a WebVoyager budget's last step).
 _EARLIER_SCREENSHOTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "webgen_browser_use_earlier_screenshots", default=()
 )
+_PAGE_HIDDEN: contextvars.ContextVar[bool] = contextvars.ContextVar("webgen_browser_use_page_hidden", default=False)
+# What the request's browser state says instead of the page, where the page is not shown.
+PAGE_NOT_SHOWN = "The page is not shown at this step: the maximum number of interactions has been reached."
 # Attributes this project sets on a browser-use agent and its message manager (configure_agent).
 _KEPT_ATTRIBUTE = "webgen_screenshots_kept"
 _SEEN_ATTRIBUTE = "webgen_screenshots_seen"
 _LAST_STEP_ATTRIBUTE = "webgen_last_step_prompt"
+_WEBVOYAGER_ATTRIBUTE = "webgen_webvoyager_messages"
 
 
-def configure_agent(agent: Any, *, screenshots_kept: int = 1, last_step_prompt: str = "") -> None:
-    """Ask one agent for the latest ``screenshots_kept`` screenshots in each request, and for
-    ``last_step_prompt`` on its last step (where browser-use offers only ``done``)."""
+def configure_agent(
+    agent: Any, *, screenshots_kept: int = 1, last_step_prompt: str = "", webvoyager_messages: bool = False
+) -> None:
+    """Ask one agent for the latest ``screenshots_kept`` screenshots in each request, for
+    ``last_step_prompt`` on its last step (where browser-use offers only ``done``), and, with
+    ``webvoyager_messages``, for WebVoyager's messages only: no budget warning, no page at the last step
+    (browser-use's loop nudges are its own setting, ``loop_detection_enabled``)."""
     import_browser_use()
     setattr(agent._message_manager, _KEPT_ATTRIBUTE, screenshots_kept)
     setattr(agent._message_manager, _SEEN_ATTRIBUTE, [])
+    setattr(agent._message_manager, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
     setattr(agent, _LAST_STEP_ATTRIBUTE, last_step_prompt)
+    setattr(agent, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
 
 
 @functools.cache
@@ -253,6 +266,7 @@ def _keep_recent_screenshots() -> None:
     check_browser_use_version()
     from browser_use.agent.message_manager import service
     from browser_use.agent.prompts import AgentMessagePrompt
+    from browser_use.llm.messages import ContentPartTextParam
 
     original = getattr(service.MessageManager, "create_state_messages", None)
     if original is None or "screenshots" not in inspect.signature(AgentMessagePrompt.__init__).parameters:
@@ -261,21 +275,38 @@ def _keep_recent_screenshots() -> None:
     class PromptWithEarlierScreenshots(AgentMessagePrompt):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             if kwargs.get("screenshots"):
-                kwargs["screenshots"] = [*_EARLIER_SCREENSHOTS.get(), *kwargs["screenshots"]]
+                current = [] if _PAGE_HIDDEN.get() else kwargs["screenshots"]
+                kwargs["screenshots"] = [*_EARLIER_SCREENSHOTS.get(), *current]
             super().__init__(*args, **kwargs)
+
+        def _get_browser_state_description(self) -> str:
+            return PAGE_NOT_SHOWN if _PAGE_HIDDEN.get() else super()._get_browser_state_description()
+
+        def get_user_message(self, use_vision: bool = True) -> Any:
+            message = super().get_user_message(use_vision)
+            if _PAGE_HIDDEN.get() and isinstance(message.content, list):  # every screenshot is an earlier one
+                for part in message.content:
+                    if isinstance(part, ContentPartTextParam) and part.text == "Current screenshot:":
+                        part.text = "Previous screenshot:"
+            return message
 
     @functools.wraps(original)
     def create_state_messages(self: Any, browser_state_summary: Any, *args: Any, **kwargs: Any) -> Any:
         kept = getattr(self, _KEPT_ATTRIBUTE, 1)
         seen: list[str] = getattr(self, _SEEN_ATTRIBUTE, [])
-        token = _EARLIER_SCREENSHOTS.set(tuple(seen[len(seen) - kept + 1 :]) if kept > 1 else ())
+        step_info = kwargs.get("step_info")
+        hidden = getattr(self, _WEBVOYAGER_ATTRIBUTE, False) and step_info is not None and step_info.is_last_step()
+        # The latest kept - 1 beside the current page; where it is not shown, the latest kept.
+        earlier = seen[-kept:] if hidden else seen[len(seen) - kept + 1 :] if kept > 1 else []
+        tokens = _EARLIER_SCREENSHOTS.set(tuple(earlier)), _PAGE_HIDDEN.set(hidden)
         try:
             return original(self, browser_state_summary, *args, **kwargs)
         finally:
-            _EARLIER_SCREENSHOTS.reset(token)
-            if kept > 1 and browser_state_summary.screenshot:
+            _EARLIER_SCREENSHOTS.reset(tokens[0])
+            _PAGE_HIDDEN.reset(tokens[1])
+            if browser_state_summary.screenshot:
                 seen.append(browser_state_summary.screenshot)
-                del seen[: -(kept - 1)]
+                del seen[:-kept]
 
     service.AgentMessagePrompt = PromptWithEarlierScreenshots  # type: ignore[misc]
     service.MessageManager.create_state_messages = create_state_messages  # type: ignore[method-assign]
@@ -305,3 +336,26 @@ def _add_last_step_prompt() -> None:
             self._message_manager._add_context_message(UserMessage(content=prompt))
 
     Agent._force_done_after_last_step = force_done_after_last_step  # type: ignore[method-assign]
+
+
+@functools.cache
+def _no_budget_warning() -> None:
+    """No step-budget warning for an agent asked for WebVoyager's messages only (``configure_agent``).
+
+    browser-use adds a warning to each step once 75 % of its steps are used; WebVoyager's loop says
+    nothing until its last iteration's limit prompt. The method that adds it is wrapped. (The page
+    not shown at the last step is the state-message builder's part: ``_keep_recent_screenshots``.)
+    """
+    check_browser_use_version()
+    from browser_use.agent.service import Agent
+
+    original = getattr(Agent, "_inject_budget_warning", None)
+    if original is None:
+        raise UnsupportedBrowserUse("browser-use has no _inject_budget_warning: its budget warning cannot be left out")
+
+    @functools.wraps(original)
+    async def inject_budget_warning(self: Any, step_info: Any = None) -> None:
+        if not getattr(self, _WEBVOYAGER_ATTRIBUTE, False):
+            await original(self, step_info)
+
+    Agent._inject_budget_warning = inject_budget_warning  # type: ignore[method-assign]

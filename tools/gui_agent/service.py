@@ -321,8 +321,15 @@ def _build_agent(
         calculate_cost=False,  # would fetch a price list from the internet
         enable_signal_handler=False,  # a library must not take over Ctrl+C
         extend_system_message=settings.system_rule or None,
+        # browser-use's nudge after repeated actions; WebVoyager says nothing of the kind.
+        loop_detection_enabled=not settings.webvoyager_messages,
     )
-    configure_agent(agent, screenshots_kept=settings.screenshots_kept, last_step_prompt=settings.last_step_prompt)
+    configure_agent(
+        agent,
+        screenshots_kept=settings.screenshots_kept,
+        last_step_prompt=settings.last_step_prompt,
+        webvoyager_messages=settings.webvoyager_messages,
+    )
     return agent
 
 

@@ -51,6 +51,11 @@ class GuiAgentSettings(BaseModel):
         description="Added to the agent's last step, where browser-use offers only done: what the forced answer "
         "must say (empty: browser-use's own last-step message only).",
     )
+    webvoyager_messages: bool = Field(
+        default=False,
+        description="WebVoyager's messages only: no step-budget warning or loop nudge, and the last step shows "
+        "no page, only last_step_prompt and the screenshots before it (False: browser-use's own).",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,
