@@ -176,6 +176,7 @@ async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agen
             max_actions_per_step=rules.gui_actions_per_step,
             screenshots_kept=rules.gui_screenshots_kept,
             max_failures=rules.gui_failures_before_giving_up,
+            webvoyager_messages=rules.gui_webvoyager_messages,
         )
         if agent == "webgen-bench":
             case = UITestCase(task="Look at the high scores.", expected_result="A table of high scores is shown.")
@@ -188,3 +189,7 @@ async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agen
     else:
         assert run.stopped_reason == "done", run.errors
         assert answered == [0] * 4 + [1] and "YES" in (run.final_answer or "")
+        # After each unreadable answer WebVoyager sends its error alone, no page (A run.py 585-586):
+        # every request carries the first page's screenshot and no other.
+        first = server.requests[0].image_digests
+        assert len(first) == 1 and all(r.image_digests == first for r in server.requests)

@@ -228,9 +228,11 @@ def _rmdir_if_empty(path: Path) -> None:
 _EARLIER_SCREENSHOTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "webgen_browser_use_earlier_screenshots", default=()
 )
-_PAGE_HIDDEN: contextvars.ContextVar[bool] = contextvars.ContextVar("webgen_browser_use_page_hidden", default=False)
-# What the request's browser state says instead of the page, where the page is not shown.
+_PAGE_HIDDEN: contextvars.ContextVar[str] = contextvars.ContextVar("webgen_browser_use_page_hidden", default="")
+# What the request's browser state says instead of the page, where the page is not shown: WebVoyager
+# shows none at its last iteration, nor after a failed one (only its error then).
 PAGE_NOT_SHOWN = "The page is not shown at this step: the maximum number of interactions has been reached."
+PAGE_NOT_SHOWN_AFTER_FAILURE = "The page is not shown at this step: the last step failed (its error is in the history)."
 # Attributes this project sets on a browser-use agent and its message manager (configure_agent).
 _KEPT_ATTRIBUTE = "webgen_screenshots_kept"
 _SEEN_ATTRIBUTE = "webgen_screenshots_seen"
@@ -280,7 +282,7 @@ def _keep_recent_screenshots() -> None:
             super().__init__(*args, **kwargs)
 
         def _get_browser_state_description(self) -> str:
-            return PAGE_NOT_SHOWN if _PAGE_HIDDEN.get() else super()._get_browser_state_description()
+            return _PAGE_HIDDEN.get() or super()._get_browser_state_description()
 
         def get_user_message(self, use_vision: bool = True) -> Any:
             message = super().get_user_message(use_vision)
@@ -294,8 +296,7 @@ def _keep_recent_screenshots() -> None:
     def create_state_messages(self: Any, browser_state_summary: Any, *args: Any, **kwargs: Any) -> Any:
         kept = getattr(self, _KEPT_ATTRIBUTE, 1)
         seen: list[str] = getattr(self, _SEEN_ATTRIBUTE, [])
-        step_info = kwargs.get("step_info")
-        hidden = getattr(self, _WEBVOYAGER_ATTRIBUTE, False) and step_info is not None and step_info.is_last_step()
+        hidden = _page_not_shown(self, kwargs.get("step_info"), kwargs.get("result"))
         # The latest kept - 1 beside the current page; where it is not shown, the latest kept.
         earlier = seen[-kept:] if hidden else seen[len(seen) - kept + 1 :] if kept > 1 else []
         tokens = _EARLIER_SCREENSHOTS.set(tuple(earlier)), _PAGE_HIDDEN.set(hidden)
@@ -304,12 +305,25 @@ def _keep_recent_screenshots() -> None:
         finally:
             _EARLIER_SCREENSHOTS.reset(tokens[0])
             _PAGE_HIDDEN.reset(tokens[1])
-            if browser_state_summary.screenshot:
+            if browser_state_summary.screenshot and not hidden:  # a page not shown was not seen
                 seen.append(browser_state_summary.screenshot)
                 del seen[:-kept]
 
     service.AgentMessagePrompt = PromptWithEarlierScreenshots  # type: ignore[misc]
     service.MessageManager.create_state_messages = create_state_messages  # type: ignore[method-assign]
+
+
+def _page_not_shown(manager: Any, step_info: Any, result: Any) -> str:
+    """Why this step's request shows no page ("" when it shows it): only for an agent asked for
+    WebVoyager's messages (A webvoyager/run.py 545-595), at its last step, or after a failed step (an
+    unreadable answer, an action that failed), where WebVoyager sends the error alone."""
+    if not getattr(manager, _WEBVOYAGER_ATTRIBUTE, False):
+        return ""
+    if step_info is not None and step_info.is_last_step():
+        return PAGE_NOT_SHOWN
+    if result and any(getattr(r, "error", None) for r in result):
+        return PAGE_NOT_SHOWN_AFTER_FAILURE
+    return ""
 
 
 @functools.cache
