@@ -16,7 +16,8 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
   (``_keep_recent_screenshots``), a prompt of our own added to the last step
   (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
-  (``_no_budget_warning``), and no page shown at the last step (``_keep_recent_screenshots``).
+  (``_no_budget_warning``), and no page shown at the last step or after a failed one
+  (``_keep_recent_screenshots``).
 """
 
 from __future__ import annotations
@@ -223,8 +224,8 @@ def _rmdir_if_empty(path: Path) -> None:
         path.rmdir()
 
 
-# Screenshots of earlier steps for the request being built (see _keep_recent_screenshots), and
-# whether it shows the current page (not at a WebVoyager budget's last step).
+# Screenshots of earlier steps for the request being built (see _keep_recent_screenshots), and why
+# it shows no current page ("": it shows it).
 _EARLIER_SCREENSHOTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
     "webgen_browser_use_earlier_screenshots", default=()
 )
@@ -245,8 +246,8 @@ def configure_agent(
 ) -> None:
     """Ask one agent for the latest ``screenshots_kept`` screenshots in each request, for
     ``last_step_prompt`` on its last step (where browser-use offers only ``done``), and, with
-    ``webvoyager_messages``, for WebVoyager's messages only: no budget warning, no page at the last step
-    (browser-use's loop nudges are its own setting, ``loop_detection_enabled``)."""
+    ``webvoyager_messages``, for WebVoyager's messages only: no budget warning, no page at the last
+    step or after a failed one (browser-use's loop nudges are its own setting, ``loop_detection_enabled``)."""
     import_browser_use()
     setattr(agent._message_manager, _KEPT_ATTRIBUTE, screenshots_kept)
     setattr(agent._message_manager, _SEEN_ATTRIBUTE, [])
@@ -357,8 +358,8 @@ def _no_budget_warning() -> None:
     """No step-budget warning for an agent asked for WebVoyager's messages only (``configure_agent``).
 
     browser-use adds a warning to each step once 75 % of its steps are used; WebVoyager's loop says
-    nothing until its last iteration's limit prompt. The method that adds it is wrapped. (The page
-    not shown at the last step is the state-message builder's part: ``_keep_recent_screenshots``.)
+    nothing until its last iteration's limit prompt. The method that adds it is wrapped. (The pages
+    not shown are the state-message builder's part: ``_keep_recent_screenshots``.)
     """
     check_browser_use_version()
     from browser_use.agent.service import Agent

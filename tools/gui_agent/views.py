@@ -53,8 +53,9 @@ class GuiAgentSettings(BaseModel):
     )
     webvoyager_messages: bool = Field(
         default=False,
-        description="WebVoyager's messages only: no step-budget warning or loop nudge, and the last step shows "
-        "no page, only last_step_prompt and the screenshots before it (False: browser-use's own).",
+        description="WebVoyager's messages only: no step-budget warning or loop nudge, and no page shown at the "
+        "last step (only last_step_prompt and the screenshots before it) or after a failed step "
+        "(False: browser-use's own).",
     )
     max_failures: int | None = Field(
         default=3,
