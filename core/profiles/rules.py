@@ -147,8 +147,9 @@ class ProfileRules:
     # gives up and its run is a harness error; None: it goes on to its action budget.
     gui_failures_before_giving_up: int | None
     # WebVoyager's messages only: no warning as the iterations run out, no nudge after repeated
-    # actions, and a last iteration that shows no page (the limit prompt and the screenshots before
-    # it); False: browser-use's own (a warning at 75 %, loop nudges, the page at every step).
+    # actions, and no page shown at the last iteration (the limit prompt and the screenshots before
+    # it) or after a failed one; False: browser-use's own (a warning at 75 %, loop nudges, the page
+    # at every step).
     gui_webvoyager_messages: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
