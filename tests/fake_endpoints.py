@@ -38,28 +38,38 @@ class _Welcome(BaseHTTPRequestHandler):
         pass
 
 
-class _LlamaCppTokenizer(BaseHTTPRequestHandler):
+class _Quiet(BaseHTTPRequestHandler):
+    """A handler that answers POSTs with JSON (``answer``) and keeps a test's output its own."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        status, answer = self.answer(body)
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def answer(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+        raise NotImplementedError
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _LlamaCppTokenizer(_Quiet):
     """llama.cpp's /tokenize reads ``content`` (a request without it gets no tokens, and no error), and
     its /detokenize answers ``content``; a token per whitespace-separated word here, decoded without
     special tokens."""
 
     field = "content"
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+    def answer(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
         if self.path == "/tokenize":
-            answer: dict[str, object] = {"tokens": list(range(len(str(body.get(self.field, "")).split())))}
-        else:
-            answer = {self.field: " ".join("word" for _ in body.get("tokens", []))}
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+            return 200, {"tokens": list(range(len(str(body.get(self.field, "")).split())))}
+        tokens = body.get("tokens")
+        return 200, {self.field: " ".join("word" for _ in (tokens if isinstance(tokens, list) else []))}
 
 
 class _NoSpecialsTokenizer(_LlamaCppTokenizer):
@@ -68,18 +78,9 @@ class _NoSpecialsTokenizer(_LlamaCppTokenizer):
     field = "prompt"
 
 
-class _Unavailable(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        data = b'{"error": {"message": "the service is unavailable", "type": "unavailable"}}'
-        self.send_response(503)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+class _Unavailable(_Quiet):
+    def answer(self, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+        return 503, {"error": {"message": "the service is unavailable", "type": "unavailable"}}
 
 
 class _Junk(socketserver.BaseRequestHandler):
