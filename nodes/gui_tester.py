@@ -273,6 +273,8 @@ async def run_agent(
             screenshots_kept=rules.gui_screenshots_kept,
             max_failures=rules.gui_failures_before_giving_up,
             webvoyager_messages=rules.gui_webvoyager_messages,
+            settle_after_load_s=rules.gui_settle_after_load_s,
+            settle_after_action_s=dict(rules.gui_settle_after_action_s),
             last_step_prompt=prompt_set.gui_limit(instruction),
             timeout_s=context.gui_timeout_s,
             chromium_path=chromium,

@@ -30,6 +30,19 @@ PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title>
 <div id="clock" style="position: fixed; right: 8px; bottom: 8px"></div>
 <script>setInterval(() => { clock.textContent = performance.now().toFixed(1) }, 10)</script>
 <div style="height: 4000px"></div></body></html>"""
+# A page that comes late: its button 2 s after it loads, its scores 1.5 s after the button's click.
+LATE_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title></head>
+<body><p id="status">Starting</p><script>
+setTimeout(() => {
+  const button = document.createElement("button");
+  button.textContent = "Load scores";
+  button.onclick = () => {
+    document.getElementById("status").textContent = "Fetching scores";
+    setTimeout(() => { document.getElementById("status").textContent = "Scores loaded" }, 1500);
+  };
+  document.body.prepend(button);
+}, 2000);
+</script></body></html>"""
 FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
 
 
@@ -37,6 +50,7 @@ FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and
 def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("page")
     (root / "index.html").write_text(PAGE, encoding="utf-8")
+    (root / "late.html").write_text(LATE_PAGE, encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -98,6 +112,18 @@ def test_upstream_profile_asks_for_webvoyager_rules() -> None:
     assert (upstream.gui_actions_per_step, upstream.gui_screenshots_kept) == (1, 3)
     assert (default.gui_actions_per_step, default.gui_screenshots_kept) == (3, 1)
     assert upstream.gui_webvoyager_messages and not default.gui_webvoyager_messages
+    # A webvoyager/run.py: 5 s after loading (l.510); 3 s after a click (l.380), 10 s after typing
+    # (l.418), 3 s after a scroll (l.451), 2 s after going back or to Google (l.700, l.704) or a failure (l.719).
+    assert upstream.gui_settle_after_load_s == 5.0
+    assert dict(upstream.gui_settle_after_action_s) == {
+        "click": 3.0,
+        "input": 10.0,
+        "scroll": 3.0,
+        "go_back": 2.0,
+        "navigate": 2.0,
+        "failed": 2.0,
+    }
+    assert (default.gui_settle_after_load_s, default.gui_settle_after_action_s) == (0.0, ())
     assert FORCED in prompts_for("upstream").gui_limit("Check the scores.")
     assert "Check the scores." in prompts_for("upstream").gui_limit("Check the scores.")
     assert prompts_for("default").gui_limit("Check the scores.") == ""
@@ -121,7 +147,10 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
         run = await run_gui_agent(
             url=page_url,
             task=bench_prompts.case_task(page_url, case.task, case.expected_result, 15),
-            settings=settings.model_copy(update=webgen_bench_agent(case)),
+            # WebVoyager's waits after each action (42 s here) have their own test below.
+            settings=settings.model_copy(
+                update={**webgen_bench_agent(case), "settle_after_load_s": 0.0, "settle_after_action_s": {}}
+            ),
         )
     requests = server.requests
     assert run.stopped_reason == "done", run.errors
@@ -193,3 +222,46 @@ async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agen
         # every request carries the first page's screenshot and no other.
         first = server.requests[0].image_digests
         assert len(first) == 1 and all(r.image_digests == first for r in server.requests)
+
+
+def reads_the_late_page() -> Scenario:
+    """A VLM that clicks "Load scores" once it is shown, then answers by what the page says."""
+    done = {"done": {"text": "", "success": True}}
+    return Scenario.model_validate(
+        {
+            "name": "late-page",
+            "rules": [
+                {"page_contains": ["Scores loaded"], "agent": {"actions": [{"done": {**done["done"], "text": "YES"}}]}},
+                {
+                    "page_contains": ["Fetching scores"],
+                    "agent": {"actions": [{"done": {**done["done"], "text": "NO"}}]},
+                },
+                {"page_contains": ["Load scores"], "agent": {"actions": [{"click": {"target": "Load scores"}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+async def test_the_webvoyager_agent_reads_the_page_after_upstreams_waits(page_url: str, shared_browser) -> None:
+    """WebVoyager looks at a page 5 s after it loads and 3 s after a click (A webvoyager/run.py l.510,
+    l.380), so a page that shows its button 2 s after loading, and its scores 1.5 s after the click,
+    is read complete: the button is there at the first step, the scores at the second. Read at once,
+    as browser-use alone reads it, the first step finds no button (no rule answers it) and the
+    second only "Fetching scores"."""
+    rules = profile_rules("upstream")
+    async with ScriptedServer(reads_the_late_page()) as server:
+        settings = await scripted_agent(
+            server,
+            shared_browser,
+            max_actions_per_step=rules.gui_actions_per_step,
+            max_failures=rules.gui_failures_before_giving_up,
+            settle_after_load_s=rules.gui_settle_after_load_s,
+            settle_after_action_s=dict(rules.gui_settle_after_action_s),
+        )
+        run = await run_gui_agent(
+            url=page_url.replace("index.html", "late.html"), task="Load the scores.", settings=settings
+        )
+    assert run.stopped_reason == "done", run.errors
+    assert [a.name for a in run.actions] == ["click", "done"] and run.final_answer == "YES"
+    assert [r.rule_index for r in server.requests] == [2, 0]

@@ -83,6 +83,8 @@ def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
         "screenshots_kept": webvoyager.gui_screenshots_kept,
         "max_failures": webvoyager.gui_failures_before_giving_up,
         "webvoyager_messages": webvoyager.gui_webvoyager_messages,
+        "settle_after_load_s": webvoyager.gui_settle_after_load_s,
+        "settle_after_action_s": dict(webvoyager.gui_settle_after_action_s),
         "last_step_prompt": prompts.case_limit(case.expected_result),
     }
 

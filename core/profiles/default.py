@@ -51,6 +51,8 @@ RULES = ProfileRules(
     gui_screenshots_kept=1,
     gui_failures_before_giving_up=3,  # a model that fails 3 answers in a row will not recover in this run
     gui_webvoyager_messages=False,
+    gui_settle_after_load_s=0.0,  # browser-use reads the page once its requests are done
+    gui_settle_after_action_s=(),
     loop_governor=True,
     replay_tests=True,
 )

@@ -151,6 +151,11 @@ class ProfileRules:
     # it) or after a failed one; False: browser-use's own (a warning at 75 %, loop nudges, the page
     # at every step).
     gui_webvoyager_messages: bool
+    # Seconds the GUI agent waits after the page loads before its first step, and after each action
+    # (by browser-use's action name; "failed": after an action that failed) before it reads the page
+    # again: what it sees of a page that updates late (timers, transitions, slow data) depends on it.
+    gui_settle_after_load_s: float
+    gui_settle_after_action_s: tuple[tuple[str, float], ...]
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.

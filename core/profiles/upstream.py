@@ -76,6 +76,18 @@ RULES = ProfileRules(
     # A webvoyager/run.py 545-595: the page, a format error or an action's error each iteration, and
     # at `it == max_iter` the limit prompt as the whole new message; no other nudge.
     gui_webvoyager_messages=True,
+    # A webvoyager/run.py: 5 s after the page loads (l.510); after a click 3 s (l.380), after typing
+    # 10 s (l.418), after a scroll 3 s (l.451), after going back or to Google 2 s (l.700, 704), and
+    # 2 s after an action that failed (l.719).
+    gui_settle_after_load_s=5.0,
+    gui_settle_after_action_s=(
+        ("click", 3.0),
+        ("input", 10.0),
+        ("scroll", 3.0),
+        ("go_back", 2.0),
+        ("navigate", 2.0),
+        ("failed", 2.0),
+    ),
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

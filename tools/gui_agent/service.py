@@ -122,6 +122,7 @@ class GuiSession:
     files: _RunFiles
     event_lock: Any
     _stack: contextlib.AsyncExitStack = field(repr=False)
+    loaded_at: float = field(default_factory=time.monotonic)  # when ``url`` finished loading
 
     def fits(self, url: str, viewport: tuple[int, int], offline: bool) -> bool:
         return self.url == url and tuple(self.viewport) == tuple(viewport) and self.offline == offline
@@ -155,6 +156,7 @@ async def open_gui_session(
         stack.push_async_callback(_kill_quietly, session)
         await asyncio.wait_for(session.start(), timeout_s)
         await asyncio.wait_for(session.navigate_to(url), timeout_s)
+        loaded_at = time.monotonic()
     except BaseException:
         await stack.aclose()
         raise
@@ -167,6 +169,7 @@ async def open_gui_session(
         files=files,
         event_lock=lock,
         _stack=stack,
+        loaded_at=loaded_at,
     )
 
 
@@ -350,7 +353,12 @@ async def _run(
 
     settings = spec.settings
     budget = Budget(
-        max_actions=settings.max_actions, per_step=settings.max_actions_per_step, deadline=started + settings.timeout_s
+        max_actions=settings.max_actions,
+        per_step=settings.max_actions_per_step,
+        deadline=started + settings.timeout_s,
+        settle_after_load_s=settings.settle_after_load_s,
+        settle_after_action_s=settings.settle_after_action_s,
+        loaded_at=prepared.loaded_at if prepared is not None else None,
     )
     on_step_start, on_step_end = step_hooks(budget)
     # max_steps = max_actions: every step takes at least one action, and browser-use offers only

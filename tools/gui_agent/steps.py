@@ -47,6 +47,24 @@ class Budget:
     endpoint_down: bool = False
     steps_started: int = 0
     final_png: bytes | None = field(default=None, repr=False)
+    # The page settles before each read of it (``GuiAgentSettings.settle_after_*``).
+    settle_after_load_s: float = 0.0
+    settle_after_action_s: dict[str, float] = field(default_factory=dict)
+    loaded_at: float | None = None  # when the page was loaded (None: by the run's own first action)
+
+
+def settle_seconds(agent: Agent, after: dict[str, float]) -> float:
+    """How long the page is left to settle after the step that just ended: the longest wait of its
+    actions by name, or ``after["failed"]`` when one of them failed."""
+    if not after or not agent.history.history:
+        return 0.0
+    item = agent.history.history[-1]
+    if item.model_output is None:  # an unreadable answer: no action was taken
+        return 0.0
+    if any(result.error for result in item.result):
+        return after.get("failed", 0.0)
+    names = [name for action in item.model_output.action for name in action.model_dump(exclude_unset=True)]
+    return max((after.get(name, 0.0) for name in names), default=0.0)
 
 
 def short(text: str | None) -> str | None:
@@ -79,6 +97,9 @@ def step_hooks(budget: Budget) -> tuple[Any, Any]:
     async def on_step_start(agent: Agent) -> None:
         budget.steps_started += 1
         remaining = budget.max_actions - budget.used
+        if budget.steps_started == 1 and budget.settle_after_load_s:
+            loaded_at = budget.loaded_at if budget.loaded_at is not None else time.monotonic()
+            await _settle(budget, loaded_at + budget.settle_after_load_s - time.monotonic())
         if time.monotonic() >= budget.deadline:
             budget.deadline_hit = True
             agent.stop()
@@ -101,8 +122,17 @@ def step_hooks(budget: Budget) -> tuple[Any, Any]:
             budget.final_png = await capture(agent)
         if stopping:
             agent.stop()
+        else:
+            await _settle(budget, settle_seconds(agent, budget.settle_after_action_s))
 
     return on_step_start, on_step_end
+
+
+async def _settle(budget: Budget, seconds: float) -> None:
+    """Leave the page ``seconds`` to settle, never past the run's deadline."""
+    seconds = min(seconds, budget.deadline - time.monotonic())
+    if seconds > 0:
+        await asyncio.sleep(seconds)
 
 
 def _is_endpoint_failure(exc: BaseException) -> bool:

@@ -57,6 +57,14 @@ class GuiAgentSettings(BaseModel):
         "last step (only last_step_prompt and the screenshots before it) or after a failed step "
         "(False: browser-use's own).",
     )
+    settle_after_load_s: float = Field(
+        default=0.0, ge=0, description="Seconds after the page loads before the agent's first step reads it."
+    )
+    settle_after_action_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds to wait after an action, by browser-use's action name ('failed': after an action "
+        "that failed), before the next step reads the page.",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,
