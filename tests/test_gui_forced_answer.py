@@ -199,14 +199,7 @@ async def test_webvoyager_goes_on_past_unreadable_answers_where_the_default_agen
     answered YES. The default profile's agent gives up after 3 in a row: a harness error, grade 0."""
     rules = profile_rules("default" if agent == "default" else "upstream")
     async with ScriptedServer(fails_then_answers(4)) as server:
-        settings = await scripted_agent(
-            server,
-            shared_browser,
-            max_actions_per_step=rules.gui_actions_per_step,
-            screenshots_kept=rules.gui_screenshots_kept,
-            max_failures=rules.gui_failures_before_giving_up,
-            webvoyager_messages=rules.gui_webvoyager_messages,
-        )
+        settings = await scripted_agent(server, shared_browser, **rules.gui_agent())
         if agent == "webgen-bench":
             case = UITestCase(task="Look at the high scores.", expected_result="A table of high scores is shown.")
             settings = GuiAgentSettings(**{**settings.model_dump(), "max_failures": 3, **webgen_bench_agent(case)})
@@ -251,14 +244,7 @@ async def test_the_webvoyager_agent_reads_the_page_after_upstreams_waits(page_ur
     second only "Fetching scores"."""
     rules = profile_rules("upstream")
     async with ScriptedServer(reads_the_late_page()) as server:
-        settings = await scripted_agent(
-            server,
-            shared_browser,
-            max_actions_per_step=rules.gui_actions_per_step,
-            max_failures=rules.gui_failures_before_giving_up,
-            settle_after_load_s=rules.gui_settle_after_load_s,
-            settle_after_action_s=dict(rules.gui_settle_after_action_s),
-        )
+        settings = await scripted_agent(server, shared_browser, **rules.gui_agent())
         run = await run_gui_agent(
             url=page_url.replace("index.html", "late.html"), task="Load the scores.", settings=settings
         )

@@ -77,16 +77,7 @@ def webgen_bench_agent(case: UITestCase) -> dict[str, object]:
     the latest 3 screenshots in every request, no giving up after failed steps), and on the last
     iteration an answer forced against the expected result, so that a run out of actions still says
     YES, PARTIAL or NO."""
-    webvoyager = profile_rules("upstream")
-    return {
-        "max_actions_per_step": webvoyager.gui_actions_per_step,
-        "screenshots_kept": webvoyager.gui_screenshots_kept,
-        "max_failures": webvoyager.gui_failures_before_giving_up,
-        "webvoyager_messages": webvoyager.gui_webvoyager_messages,
-        "settle_after_load_s": webvoyager.gui_settle_after_load_s,
-        "settle_after_action_s": dict(webvoyager.gui_settle_after_action_s),
-        "last_step_prompt": prompts.case_limit(case.expected_result),
-    }
+    return {**profile_rules("upstream").gui_agent(), "last_step_prompt": prompts.case_limit(case.expected_result)}
 
 
 def parse_answer(text: str | None) -> Answer | None:

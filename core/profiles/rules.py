@@ -10,7 +10,7 @@ checkpoints/rewards.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypedDict
 
 # The profiles there are (core/profiles/__init__.py registers one module per name).
 Profile = Literal["upstream", "default"]
@@ -38,6 +38,17 @@ RewardPool = Literal["code-edits", "every-step"]
 # A step whose screenshot grade is at or below this is errored (WebGen-Agent's save_history; the
 # default profile uses the same threshold on its 1-5 scale).
 ERRORED_SCORE = 2
+
+
+class GuiAgentRules(TypedDict):
+    """The GUI agent's settings a profile decides, named as ``GuiAgentSettings`` names them."""
+
+    max_actions_per_step: int
+    screenshots_kept: int
+    max_failures: int | None
+    webvoyager_messages: bool
+    settle_after_load_s: float
+    settle_after_action_s: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -164,6 +175,18 @@ class ProfileRules:
     # edit that renders; the GUI agent runs only for what the recorded tests do not cover (else it
     # runs on every GUI test, as upstream re-runs its agent).
     replay_tests: bool
+
+    def gui_agent(self) -> GuiAgentRules:
+        """The GUI agent's settings these rules decide, as ``GuiAgentSettings`` fields (the one place
+        the agent loop's GUI tester and WebGen-Bench's evaluation read them)."""
+        return {
+            "max_actions_per_step": self.gui_actions_per_step,
+            "screenshots_kept": self.gui_screenshots_kept,
+            "max_failures": self.gui_failures_before_giving_up,
+            "webvoyager_messages": self.gui_webvoyager_messages,
+            "settle_after_load_s": self.gui_settle_after_load_s,
+            "settle_after_action_s": dict(self.gui_settle_after_action_s),
+        }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:
         """The observation rules of ``name`` (a run's ``environment``)."""
