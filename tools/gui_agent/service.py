@@ -121,8 +121,8 @@ class GuiSession:
     endpoint: ScopedEndpoint
     files: _RunFiles
     event_lock: Any
+    loaded_at: float  # when ``url`` finished loading (time.monotonic)
     _stack: contextlib.AsyncExitStack = field(repr=False)
-    loaded_at: float = field(default_factory=time.monotonic)  # when ``url`` finished loading
 
     def fits(self, url: str, viewport: tuple[int, int], offline: bool) -> bool:
         return self.url == url and tuple(self.viewport) == tuple(viewport) and self.offline == offline
