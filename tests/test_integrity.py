@@ -9,11 +9,14 @@ import io
 import json
 import os
 import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from webgen_agent.tools.site.integrity import NotProven, check_tree
+from webgen_agent.tools.site.integrity import NotProven, check_against_registry, check_tree
 
 FILES = {"package.json": '{"name": "victim", "version": "1.0.0"}', "index.js": "module.exports = 'honest';\n"}
 
@@ -100,3 +103,60 @@ def test_a_tree_that_is_not_its_tarballs_is_refused(installed, tamper):
         tarball.write_bytes(_tarball({**FILES, "index.js": "planted"}))
     with pytest.raises(NotProven):
         check_tree(workspace, cache)
+
+
+@pytest.fixture
+def flaky_registry(installed) -> Iterator[tuple[str, list[int]]]:
+    """A registry that answers the victim's metadata only after failing the first requests: the statuses
+    to fail with are the list the test fills (0: drop the connection unanswered)."""
+    workspace, _ = installed
+    lock = json.loads((workspace / "package-lock.json").read_text())
+    integrity = lock["packages"]["node_modules/victim"]["integrity"]
+    metadata = json.dumps({"name": "victim", "versions": {"1.0.0": {"dist": {"integrity": integrity}}}}).encode()
+    failures: list[int] = []
+
+    class Registry(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if failures:
+                status = failures.pop(0)
+                if status == 0:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.send_error(status)
+                return
+            self.send_response(200)
+            self.send_header("content-length", str(len(metadata)))
+            self.end_headers()
+            self.wfile.write(metadata)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/", failures
+    server.shutdown()
+
+
+async def test_a_registry_that_fails_a_request_or_two_is_asked_again(installed, flaky_registry):
+    # CI's registry once dropped one metadata request of a hundred: the tree, honest, was not shared
+    # and the next workspace installed again from the registry.
+    workspace, _ = installed
+    registry, failures = flaky_registry
+    failures.extend([0, 503, 429])
+    await check_against_registry(workspace, registry)
+    assert not failures
+
+
+async def test_a_registry_that_keeps_failing_leaves_the_tree_unproven_and_says_why(installed, flaky_registry):
+    workspace, _ = installed
+    registry, failures = flaky_registry
+    failures.extend([0] * 10)
+    with pytest.raises(NotProven, match=r"metadata of victim cannot be read \(RemoteProtocolError"):
+        await check_against_registry(workspace, registry)
+    failures.clear()
+    failures.extend([404, 404])  # not found: asked once, asking again cannot help
+    with pytest.raises(NotProven, match="404"):
+        await check_against_registry(workspace, registry)
+    assert failures == [404]

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from webgen_agent.tools.sandbox import BUILD_CACHES
 from webgen_agent.tools.site.depcache import LOCKFILES
@@ -38,6 +39,14 @@ from webgen_agent.tools.site.depcache import LOCKFILES
 _CONTENT = Path("_cacache") / "content-v2" / "sha512"  # cacache's layout (as tools.npm_cache reads it)
 _REGISTRY_REQUESTS = 16  # metadata requests at once
 _ABBREVIATED = "application/vnd.npm.install-v1+json"  # the registry's short metadata: versions and dist
+_REGISTRY_ATTEMPTS = 4  # a dropped connection, a timeout or a 5xx/429 on a loaded machine is asked again
+
+
+def _passing(exc: BaseException) -> bool:
+    """A registry failure that asking again may cure: the transport's, a 429 or a 5xx."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code == 429 or exc.response.status_code >= 500
+    return isinstance(exc, httpx.TransportError)
 
 
 class NotProven(Exception):
@@ -208,11 +217,20 @@ async def check_against_registry(workspace: Path, registry: str) -> None:
         async def check(name: str, versions: dict[str, str]) -> None:
             async with gate:
                 try:
-                    answer = await client.get(base + quote(name, safe="@"))
-                    answer.raise_for_status()
+                    async for attempt in AsyncRetrying(
+                        retry=retry_if_exception(_passing),
+                        stop=stop_after_attempt(_REGISTRY_ATTEMPTS),
+                        wait=wait_exponential_jitter(initial=0.5, max=4.0),
+                        reraise=True,
+                    ):
+                        with attempt:
+                            answer = await client.get(base + quote(name, safe="@"))
+                            answer.raise_for_status()
                     published = answer.json().get("versions", {})
                 except (httpx.HTTPError, ValueError, AttributeError) as exc:
-                    raise NotProven(f"the registry's metadata of {name} cannot be read ({exc})") from exc
+                    # Some of httpx's errors (a read timeout) have no message: the type says what it was.
+                    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    raise NotProven(f"the registry's metadata of {name} cannot be read ({reason})") from exc
             for version, integrity in versions.items():
                 dist = (published.get(version) or {}).get("dist") or {}
                 if sha512_hex(dist.get("integrity")) != sha512_hex(integrity):
