@@ -21,7 +21,8 @@ from webgen_agent.core.profiles import profile_rules
 from webgen_agent.nodes.gui_testing import SCREENSHOT_MARKER, upstream_trajectory
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
-from webgen_agent.tools.gui_agent.patches import PAGE_NOT_SHOWN
+from webgen_agent.tools.gui_agent.patches import ENTER_AFTER_TYPING, PAGE_NOT_SHOWN
+from webgen_agent.tools.gui_agent.service import agent_tools
 from webgen_agent.tools.webgen_bench import UITestCase
 
 # A clock in a corner: no two screenshots are alike, so a request's images say which step took them.
@@ -43,6 +44,20 @@ setTimeout(() => {
   document.body.prepend(button);
 }, 2000);
 </script></body></html>"""
+# A form that adds its draft on submit, saying whether Enter came at once or after a pause.
+FORM_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Todos</title></head>
+<body><form id="add"><input id="draft" placeholder="New todo"><button type="button">Save</button></form>
+<ul id="items"></ul><script>
+let typed = 0;
+draft.addEventListener("input", () => { typed = performance.now() });
+add.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const item = document.createElement("li");
+  const waited = performance.now() - typed >= 1900 ? "after a pause" : "at once";
+  item.textContent = `${draft.value} added ${waited}`;
+  items.append(item);
+});
+</script></body></html>"""
 FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
 
 
@@ -51,6 +66,7 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("page")
     (root / "index.html").write_text(PAGE, encoding="utf-8")
     (root / "late.html").write_text(LATE_PAGE, encoding="utf-8")
+    (root / "form.html").write_text(FORM_PAGE, encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -124,6 +140,8 @@ def test_upstream_profile_asks_for_webvoyager_rules() -> None:
         "failed": 2.0,
     }
     assert (default.gui_settle_after_load_s, default.gui_settle_after_action_s) == (0.0, ())
+    # A webvoyager/run.py l.417: the text, pause(2), Enter.
+    assert (upstream.gui_enter_after_typing_s, default.gui_enter_after_typing_s) == (2.0, None)
     assert FORCED in prompts_for("upstream").gui_limit("Check the scores.")
     assert "Check the scores." in prompts_for("upstream").gui_limit("Check the scores.")
     assert prompts_for("default").gui_limit("Check the scores.") == ""
@@ -251,3 +269,37 @@ async def test_the_webvoyager_agent_reads_the_page_after_upstreams_waits(page_ur
     assert run.stopped_reason == "done", run.errors
     assert [a.name for a in run.actions] == ["click", "done"] and run.final_answer == "YES"
     assert [r.rule_index for r in server.requests] == [2, 0]
+
+
+def types_a_todo() -> Scenario:
+    """A VLM that types a todo, then answers by what the list shows."""
+    return Scenario.model_validate(
+        {
+            "name": "types-a-todo",
+            "rules": [
+                {"page_contains": ["Buy milk added after a pause"], "agent": {"actions": [{"done": {"text": "YES"}}]}},
+                {"page_contains": ["added at once"], "agent": {"actions": [{"done": {"text": "NO, at once"}}]}},
+                {"turn": 0, "agent": {"actions": [{"input": {"target": "New todo", "text": "Buy milk"}}]}},
+                {"agent": {"actions": [{"done": {"text": "NO, nothing was added"}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+async def test_the_webvoyager_agents_typing_ends_with_enter_after_a_pause(page_url: str, shared_browser) -> None:
+    """WebVoyager types the text, pauses 2 s and presses Enter (A webvoyager/run.py l.417), so a form
+    that submits on Enter is submitted by typing alone; browser-use alone leaves it unsent. The
+    action's description tells the model, as WebVoyager's system prompt does."""
+    rules = {**profile_rules("upstream").gui_agent(), "settle_after_load_s": 0.0, "settle_after_action_s": {}}
+    async with ScriptedServer(types_a_todo()) as server:
+        settings = await scripted_agent(server, shared_browser, **rules)
+        run = await run_gui_agent(
+            url=page_url.replace("index.html", "form.html"), task="Add a todo.", settings=settings
+        )
+    assert run.stopped_reason == "done", run.errors
+    assert [a.name for a in run.actions] == ["input", "done"] and run.final_answer == "YES"
+    assert [r.rule_index for r in server.requests] == [2, 0]
+    assert ENTER_AFTER_TYPING in agent_tools(settings).registry.registry.actions["input"].description
+    default = settings.model_copy(update={"enter_after_typing_s": None})
+    assert ENTER_AFTER_TYPING not in agent_tools(default).registry.registry.actions["input"].description

@@ -49,6 +49,7 @@ class GuiAgentRules(TypedDict):
     webvoyager_messages: bool
     settle_after_load_s: float
     settle_after_action_s: dict[str, float]
+    enter_after_typing_s: float | None
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,9 @@ class ProfileRules:
     # again: what it sees of a page that updates late (timers, transitions, slow data) depends on it.
     gui_settle_after_load_s: float
     gui_settle_after_action_s: tuple[tuple[str, float], ...]
+    # Typing ends with Enter this many seconds after the text (a form that submits on Enter is
+    # submitted by typing alone); None: the agent presses Enter only as an action of its own.
+    gui_enter_after_typing_s: float | None
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
@@ -186,6 +190,7 @@ class ProfileRules:
             "webvoyager_messages": self.gui_webvoyager_messages,
             "settle_after_load_s": self.gui_settle_after_load_s,
             "settle_after_action_s": dict(self.gui_settle_after_action_s),
+            "enter_after_typing_s": self.gui_enter_after_typing_s,
         }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:

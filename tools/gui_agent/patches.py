@@ -13,6 +13,7 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
+- Per agent's actions, when asked (``type_then_enter``): typing ends with Enter, as WebVoyager's does.
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
   (``_keep_recent_screenshots``), a prompt of our own added to the last step
   (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
@@ -22,6 +23,7 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import contextvars
@@ -254,6 +256,47 @@ def configure_agent(
     setattr(agent._message_manager, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
     setattr(agent, _LAST_STEP_ATTRIBUTE, last_step_prompt)
     setattr(agent, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
+
+
+# What WebVoyager's system prompt says of its Type action, added to the input action's description.
+ENTER_AFTER_TYPING = "After typing, the system automatically hits the Enter key."
+
+
+def type_then_enter(tools: Any, pause_s: float) -> None:
+    """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
+    type as WebVoyager's Type does: the text, then ``pause_s``, then Enter in the field (A
+    webvoyager/run.py 417: ``send_keys(content).pause(2).send_keys(Keys.ENTER)``); its description
+    says so, as WebVoyager's system prompt does. A form that submits on Enter is then submitted by
+    typing alone, as upstream's agent submits it. An index that names no element is left to
+    browser-use's own answer, with no key pressed."""
+    check_browser_use_version()
+    from browser_use.agent.views import ActionResult
+    from browser_use.browser.events import SendKeysEvent
+
+    registered = tools.registry.registry.actions.get("input")
+    if registered is None or "browser_session" not in inspect.signature(registered.function).parameters:
+        raise UnsupportedBrowserUse("browser-use's input action is not the one typing can be extended for")
+    typing = registered.function
+
+    async def typed_then_enter(**kwargs: Any) -> Any:
+        session, index = kwargs["browser_session"], kwargs["params"].index
+        if await session.get_element_by_index(index) is None:
+            return await typing(**kwargs)
+        result = await typing(**kwargs)
+        if result.error is not None:
+            return result
+        await asyncio.sleep(pause_s)
+        try:
+            event = session.event_bus.dispatch(SendKeysEvent(keys="Enter"))
+            await event
+            await event.event_result(raise_if_any=True, raise_if_none=False)
+        except Exception as exc:  # the action failed, as WebVoyager's would: the agent is told
+            return ActionResult(error=f"Typed, but pressing Enter failed: {type(exc).__name__}: {exc}")
+        said = f"{result.extracted_content}, then pressed Enter"
+        return result.model_copy(update={"extracted_content": said, "long_term_memory": said})
+
+    registered.function = functools.wraps(typing)(typed_then_enter)
+    registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
 
 
 @functools.cache

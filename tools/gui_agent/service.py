@@ -30,6 +30,7 @@ from webgen_agent.tools.gui_agent.patches import (
     configure_agent,
     import_browser_use,
     own_event_lock,
+    type_then_enter,
 )
 from webgen_agent.tools.gui_agent.steps import (
     ENDPOINT_FAILURE_LIMIT,
@@ -49,6 +50,7 @@ from webgen_agent.tools.models import http_client_errors, shared_http_client, sp
 
 if TYPE_CHECKING:
     from browser_use import Agent, BrowserSession
+    from browser_use.tools.service import Tools
 
 logger = logging.getLogger(__name__)
 
@@ -279,12 +281,22 @@ def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_file
     return BrowserSession(browser_profile=profile)
 
 
+def agent_tools(settings: GuiAgentSettings) -> Tools:
+    """The actions the agent may take: browser-use's, less ``EXCLUDED_ACTIONS``, typing as the settings ask."""
+    import_browser_use()
+    from browser_use.tools.service import Tools
+
+    tools: Tools = Tools(exclude_actions=list(EXCLUDED_ACTIONS))
+    if settings.enter_after_typing_s is not None:
+        type_then_enter(tools, settings.enter_after_typing_s)
+    return tools
+
+
 def _build_agent(
     spec: _RunSpec, run_files: _RunFiles, endpoint_url: str, prepared: GuiSession | None, http_client: Any
 ) -> Agent:
     import_browser_use()
     from browser_use import Agent
-    from browser_use.tools.service import Tools
 
     settings = spec.settings
     llm = endpoint_watching_chat()(
@@ -306,7 +318,7 @@ def _build_agent(
             if prepared is not None
             else _browser_session(spec.url, endpoint_url, settings.viewport, run_files)
         ),
-        tools=Tools(exclude_actions=list(EXCLUDED_ACTIONS)),
+        tools=agent_tools(settings),
         use_vision=True,
         max_actions_per_step=settings.max_actions_per_step,
         # Never more than the action budget: an agent that may fail every step runs until that ends.

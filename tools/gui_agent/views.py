@@ -65,6 +65,12 @@ class GuiAgentSettings(BaseModel):
         description="Seconds to wait after an action, by browser-use's action name ('failed': after an action "
         "that failed), before the next step reads the page.",
     )
+    enter_after_typing_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Typing ends with Enter this many seconds after the text, as WebVoyager's Type does, and the "
+        "input action's description says so (None: browser-use's typing, no key pressed).",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,
