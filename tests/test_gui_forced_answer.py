@@ -44,17 +44,20 @@ setTimeout(() => {
   document.body.prepend(button);
 }, 2000);
 </script></body></html>"""
-# A form that adds its draft on submit, saying whether Enter came at once or after a pause.
+# A form that adds its draft on submit, saying whether the field was clicked 1 s before the text and
+# whether Enter came 2 s after it.
 FORM_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Todos</title></head>
 <body><form id="add"><input id="draft" placeholder="New todo"><button type="button">Save</button></form>
 <ul id="items"></ul><script>
-let typed = 0;
-draft.addEventListener("input", () => { typed = performance.now() });
+let clicked = null, began = 0, typed = 0;
+draft.addEventListener("click", () => { clicked = performance.now() });
+draft.addEventListener("input", () => { typed = performance.now(); began = began || typed });
 add.addEventListener("submit", (event) => {
   event.preventDefault();
   const item = document.createElement("li");
   const waited = performance.now() - typed >= 1900 ? "after a pause" : "at once";
-  item.textContent = `${draft.value} added ${waited}`;
+  const first = clicked !== null && began - clicked >= 900 ? ", clicked first" : ", not clicked first";
+  item.textContent = `${draft.value} added ${waited}${first}`;
   items.append(item);
 });
 </script></body></html>"""
@@ -140,7 +143,8 @@ def test_upstream_profile_asks_for_webvoyager_rules() -> None:
         "failed": 2.0,
     }
     assert (default.gui_settle_after_load_s, default.gui_settle_after_action_s) == (0.0, ())
-    # A webvoyager/run.py l.417: the text, pause(2), Enter.
+    # A webvoyager/run.py l.408-417: click(field).pause(1), the text, pause(2), Enter.
+    assert (upstream.gui_click_before_typing_s, default.gui_click_before_typing_s) == (1.0, None)
     assert (upstream.gui_enter_after_typing_s, default.gui_enter_after_typing_s) == (2.0, None)
     assert FORCED in prompts_for("upstream").gui_limit("Check the scores.")
     assert "Check the scores." in prompts_for("upstream").gui_limit("Check the scores.")
@@ -277,8 +281,14 @@ def types_a_todo() -> Scenario:
         {
             "name": "types-a-todo",
             "rules": [
-                {"page_contains": ["Buy milk added after a pause"], "agent": {"actions": [{"done": {"text": "YES"}}]}},
-                {"page_contains": ["added at once"], "agent": {"actions": [{"done": {"text": "NO, at once"}}]}},
+                {
+                    "page_contains": ["Buy milk added after a pause, clicked first"],
+                    "agent": {"actions": [{"done": {"text": "YES"}}]},
+                },
+                {
+                    "page_contains": ["Buy milk added"],
+                    "agent": {"actions": [{"done": {"text": "NO, not as WebVoyager"}}]},
+                },
                 {"turn": 0, "agent": {"actions": [{"input": {"target": "New todo", "text": "Buy milk"}}]}},
                 {"agent": {"actions": [{"done": {"text": "NO, nothing was added"}}]}},
             ],
@@ -287,10 +297,11 @@ def types_a_todo() -> Scenario:
 
 
 @pytest.mark.e2e
-async def test_the_webvoyager_agents_typing_ends_with_enter_after_a_pause(page_url: str, shared_browser) -> None:
-    """WebVoyager types the text, pauses 2 s and presses Enter (A webvoyager/run.py l.417), so a form
-    that submits on Enter is submitted by typing alone; browser-use alone leaves it unsent. The
-    action's description tells the model, as WebVoyager's system prompt does."""
+async def test_the_webvoyager_agent_clicks_before_typing_and_presses_enter_after(page_url: str, shared_browser) -> None:
+    """WebVoyager clicks the field, pauses 1 s, types the text, pauses 2 s and presses Enter (A
+    webvoyager/run.py l.408-417), so a form that submits on Enter is submitted by typing alone, and a
+    field that reacts to clicks reacts; browser-use alone focuses the field without a click and
+    leaves the form unsent. The action's description tells the model, as WebVoyager's system prompt does."""
     rules = {**profile_rules("upstream").gui_agent(), "settle_after_load_s": 0.0, "settle_after_action_s": {}}
     async with ScriptedServer(types_a_todo()) as server:
         settings = await scripted_agent(server, shared_browser, **rules)

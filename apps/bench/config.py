@@ -40,7 +40,9 @@ class EvalSettings(BaseModel):
         "model judges otherwise; feedback: the feedback model always decides.",
     )
     max_actions: int = Field(default=15, ge=1, description="GUI agent action budget per test case.")
-    case_timeout_s: float = Field(default=300.0, gt=0, description="Whole GUI run deadline per test case.")
+    # WebVoyager's waits alone come to 187 s in a case that types 14 times; 600 s leaves its 15 model
+    # calls about 27 s each before the deadline cuts a run that upstream's agent would finish.
+    case_timeout_s: float = Field(default=600.0, gt=0, description="Whole GUI run deadline per test case.")
     install_timeout_s: float = Field(default=300.0, gt=0, description="npm install deadline per attempt.")
     start_timeout_s: float = Field(default=60.0, gt=0, description="The site must answer HTTP by then.")
     page_timeout_s: float = Field(default=30.0, gt=0, description="Landing-page load deadline for the screenshot.")

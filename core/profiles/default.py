@@ -53,6 +53,7 @@ RULES = ProfileRules(
     gui_webvoyager_messages=False,
     gui_settle_after_load_s=0.0,  # browser-use reads the page once its requests are done
     gui_settle_after_action_s=(),
+    gui_click_before_typing_s=None,  # browser-use's typing: the field is focused, not clicked
     gui_enter_after_typing_s=None,  # browser-use's typing: Enter is an action the agent chooses
     loop_governor=True,
     replay_tests=True,

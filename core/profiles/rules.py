@@ -49,6 +49,7 @@ class GuiAgentRules(TypedDict):
     webvoyager_messages: bool
     settle_after_load_s: float
     settle_after_action_s: dict[str, float]
+    click_before_typing_s: float | None
     enter_after_typing_s: float | None
 
 
@@ -168,6 +169,9 @@ class ProfileRules:
     # again: what it sees of a page that updates late (timers, transitions, slow data) depends on it.
     gui_settle_after_load_s: float
     gui_settle_after_action_s: tuple[tuple[str, float], ...]
+    # Typing starts with a click on the field and this many seconds' pause (a field that reacts to
+    # clicks reacts); None: the field is focused without a click.
+    gui_click_before_typing_s: float | None
     # Typing ends with Enter this many seconds after the text (a form that submits on Enter is
     # submitted by typing alone); None: the agent presses Enter only as an action of its own.
     gui_enter_after_typing_s: float | None
@@ -190,6 +194,7 @@ class ProfileRules:
             "webvoyager_messages": self.gui_webvoyager_messages,
             "settle_after_load_s": self.gui_settle_after_load_s,
             "settle_after_action_s": dict(self.gui_settle_after_action_s),
+            "click_before_typing_s": self.gui_click_before_typing_s,
             "enter_after_typing_s": self.gui_enter_after_typing_s,
         }
 

@@ -88,8 +88,9 @@ RULES = ProfileRules(
         ("navigate", 2.0),
         ("failed", 2.0),
     ),
-    # A webvoyager/run.py 417: the text, a 2 s pause, then Enter (its system prompt: "After typing,
-    # the system automatically hits `ENTER` key").
+    # A webvoyager/run.py 408-417: a click on the field, a 1 s pause, the text, a 2 s pause, then
+    # Enter (its system prompt: "After typing, the system automatically hits `ENTER` key").
+    gui_click_before_typing_s=1.0,
     gui_enter_after_typing_s=2.0,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,

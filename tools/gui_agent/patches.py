@@ -13,7 +13,8 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
-- Per agent's actions, when asked (``type_then_enter``): typing ends with Enter, as WebVoyager's does.
+- Per agent's actions, when asked (``type_as_webvoyager``): typing starts with a click and ends with
+  Enter, as WebVoyager's does.
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
   (``_keep_recent_screenshots``), a prompt of our own added to the last step
   (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
@@ -262,41 +263,53 @@ def configure_agent(
 ENTER_AFTER_TYPING = "After typing, the system automatically hits the Enter key."
 
 
-def type_then_enter(tools: Any, pause_s: float) -> None:
+def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None) -> None:
     """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
-    type as WebVoyager's Type does: the text, then ``pause_s``, then Enter in the field (A
-    webvoyager/run.py 417: ``send_keys(content).pause(2).send_keys(Keys.ENTER)``); its description
-    says so, as WebVoyager's system prompt does. A form that submits on Enter is then submitted by
-    typing alone, as upstream's agent submits it. An index that names no element is left to
-    browser-use's own answer, with no key pressed."""
+    type as WebVoyager's Type does (A webvoyager/run.py 408-417): a click on the field and
+    ``click_pause_s`` before the text (browser-use only focuses it, so a field that reacts to clicks,
+    such as a combobox opening its options, did not react), then ``enter_pause_s`` and Enter in the
+    field (a form that submits on Enter is submitted by typing alone); the description then says
+    so, as WebVoyager's system prompt does. None leaves that part browser-use's. An index that names
+    no element is left to browser-use's own answer, with nothing clicked or pressed."""
     check_browser_use_version()
     from browser_use.agent.views import ActionResult
-    from browser_use.browser.events import SendKeysEvent
+    from browser_use.browser.events import ClickElementEvent, SendKeysEvent
 
     registered = tools.registry.registry.actions.get("input")
     if registered is None or "browser_session" not in inspect.signature(registered.function).parameters:
         raise UnsupportedBrowserUse("browser-use's input action is not the one typing can be extended for")
     typing = registered.function
 
-    async def typed_then_enter(**kwargs: Any) -> Any:
-        session, index = kwargs["browser_session"], kwargs["params"].index
-        if await session.get_element_by_index(index) is None:
+    async def send(session: Any, event: Any) -> None:
+        dispatched = session.event_bus.dispatch(event)
+        await dispatched
+        await dispatched.event_result(raise_if_any=True, raise_if_none=False)
+
+    async def typed_as_webvoyager(**kwargs: Any) -> Any:
+        session = kwargs["browser_session"]
+        node = await session.get_element_by_index(kwargs["params"].index)
+        if node is None:
             return await typing(**kwargs)
+        if click_pause_s is not None:
+            try:
+                await send(session, ClickElementEvent(node=node))
+            except Exception as exc:  # WebVoyager's click failing fails its Type: the agent is told
+                return ActionResult(error=f"Clicking the field before typing failed: {type(exc).__name__}: {exc}")
+            await asyncio.sleep(click_pause_s)
         result = await typing(**kwargs)
-        if result.error is not None:
+        if result.error is not None or enter_pause_s is None:
             return result
-        await asyncio.sleep(pause_s)
+        await asyncio.sleep(enter_pause_s)
         try:
-            event = session.event_bus.dispatch(SendKeysEvent(keys="Enter"))
-            await event
-            await event.event_result(raise_if_any=True, raise_if_none=False)
-        except Exception as exc:  # the action failed, as WebVoyager's would: the agent is told
+            await send(session, SendKeysEvent(keys="Enter"))
+        except Exception as exc:
             return ActionResult(error=f"Typed, but pressing Enter failed: {type(exc).__name__}: {exc}")
         said = f"{result.extracted_content}, then pressed Enter"
         return result.model_copy(update={"extracted_content": said, "long_term_memory": said})
 
-    registered.function = functools.wraps(typing)(typed_then_enter)
-    registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
+    registered.function = functools.wraps(typing)(typed_as_webvoyager)
+    if enter_pause_s is not None:
+        registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
 
 
 @functools.cache

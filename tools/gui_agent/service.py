@@ -30,7 +30,7 @@ from webgen_agent.tools.gui_agent.patches import (
     configure_agent,
     import_browser_use,
     own_event_lock,
-    type_then_enter,
+    type_as_webvoyager,
 )
 from webgen_agent.tools.gui_agent.steps import (
     ENDPOINT_FAILURE_LIMIT,
@@ -287,8 +287,10 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
     from browser_use.tools.service import Tools
 
     tools: Tools = Tools(exclude_actions=list(EXCLUDED_ACTIONS))
-    if settings.enter_after_typing_s is not None:
-        type_then_enter(tools, settings.enter_after_typing_s)
+    if settings.click_before_typing_s is not None or settings.enter_after_typing_s is not None:
+        type_as_webvoyager(
+            tools, click_pause_s=settings.click_before_typing_s, enter_pause_s=settings.enter_after_typing_s
+        )
     return tools
 
 

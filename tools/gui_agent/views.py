@@ -65,6 +65,12 @@ class GuiAgentSettings(BaseModel):
         description="Seconds to wait after an action, by browser-use's action name ('failed': after an action "
         "that failed), before the next step reads the page.",
     )
+    click_before_typing_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Typing starts with a click on the field and this many seconds' pause, as WebVoyager's Type "
+        "does (None: browser-use's typing, which focuses the field without a click).",
+    )
     enter_after_typing_s: float | None = Field(
         default=None,
         ge=0,
