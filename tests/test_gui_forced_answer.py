@@ -21,7 +21,7 @@ from webgen_agent.core.profiles import profile_rules
 from webgen_agent.nodes.gui_testing import SCREENSHOT_MARKER, upstream_trajectory
 from webgen_agent.nodes.profile import prompts_for
 from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
-from webgen_agent.tools.gui_agent.patches import ENTER_AFTER_TYPING, PAGE_NOT_SHOWN
+from webgen_agent.tools.gui_agent.patches import ENTER_AFTER_TYPING, PAGE_NOT_SHOWN, not_a_text_box_note
 from webgen_agent.tools.gui_agent.service import agent_tools
 from webgen_agent.tools.webgen_bench import UITestCase
 
@@ -61,6 +61,8 @@ add.addEventListener("submit", (event) => {
   items.append(item);
 });
 </script></body></html>"""
+NUMBER_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Order</title></head>
+<body><label>How many <input type="number" placeholder="How many"></label></body></html>"""
 FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
 
 
@@ -70,6 +72,7 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "index.html").write_text(PAGE, encoding="utf-8")
     (root / "late.html").write_text(LATE_PAGE, encoding="utf-8")
     (root / "form.html").write_text(FORM_PAGE, encoding="utf-8")
+    (root / "number.html").write_text(NUMBER_PAGE, encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -314,3 +317,49 @@ async def test_the_webvoyager_agent_clicks_before_typing_and_presses_enter_after
     assert ENTER_AFTER_TYPING in agent_tools(settings).registry.registry.actions["input"].description
     default = settings.model_copy(update={"enter_after_typing_s": None})
     assert ENTER_AFTER_TYPING not in agent_tools(default).registry.registry.actions["input"].description
+
+
+@pytest.mark.parametrize(
+    ("tag", "attributes", "noted"),
+    [
+        ("input", {}, False),
+        ("input", {"type": "EMAIL"}, False),
+        ("textarea", {}, False),
+        ("input", {"type": "number"}, True),
+        ("input", {"type": "checkbox"}, True),
+        ("div", {"contenteditable": "true"}, True),
+    ],
+)
+def test_webvoyagers_text_boxes_are_the_ones_typed_into_without_a_note(tag: str, attributes: dict, noted: bool) -> None:
+    # A webvoyager/run.py l.390-392: input of type text, search, password, email or tel, and textarea.
+    assert (not_a_text_box_note(tag, attributes) is not None) == noted
+
+
+@pytest.mark.e2e
+async def test_typing_into_what_may_not_be_a_text_box_is_noted_in_the_next_observation(
+    page_url: str, shared_browser
+) -> None:
+    """WebVoyager types into a number field all the same, and its next observation notes that the
+    element may not be a text box (A webvoyager/run.py l.390-395)."""
+    scenario = Scenario.model_validate(
+        {
+            "name": "types-a-number",
+            "rules": [
+                {"contains": ["may not be a text box"], "agent": {"actions": [{"done": {"text": "YES"}}]}},
+                {"turn": 0, "agent": {"actions": [{"input": {"target": "How many", "text": "3"}}]}},
+                {"agent": {"actions": [{"done": {"text": "NO, no note"}}]}},
+            ],
+        }
+    )
+    rules = {
+        **profile_rules("upstream").gui_agent(),
+        "settle_after_load_s": 0.0,
+        "settle_after_action_s": {},
+        "click_before_typing_s": 0.0,
+        "enter_after_typing_s": 0.0,
+    }
+    async with ScriptedServer(scenario) as server:
+        settings = await scripted_agent(server, shared_browser, **rules)
+        run = await run_gui_agent(url=page_url.replace("index.html", "number.html"), task="Order 3.", settings=settings)
+    assert run.stopped_reason == "done", run.errors
+    assert run.final_answer == "YES" and [r.rule_index for r in server.requests] == [1, 0]

@@ -261,15 +261,28 @@ def configure_agent(
 
 # What WebVoyager's system prompt says of its Type action, added to the input action's description.
 ENTER_AFTER_TYPING = "After typing, the system automatically hits the Enter key."
+# The input types WebVoyager takes for text boxes (A webvoyager/run.py 390-392); typing into anything
+# else (a textarea excepted) goes on, with a note in the next observation.
+_TEXT_BOX_TYPES = ("text", "search", "password", "email", "tel")
+
+
+def not_a_text_box_note(tag: str, attributes: dict[str, str]) -> str | None:
+    """The note WebVoyager's observation carries after typing into an element that may not be a text
+    box (its tag and its ``type`` as the DOM reports them); None for a text box."""
+    kind = attributes.get("type", "text").lower() if tag == "input" else attributes.get("type")
+    if tag == "textarea" or (tag == "input" and kind in _TEXT_BOX_TYPES):
+        return None
+    return f"Note: the element typed into may not be a text box (its tag is <{tag}>, its type {kind})."
 
 
 def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None) -> None:
     """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
-    type as WebVoyager's Type does (A webvoyager/run.py 408-417): a click on the field and
+    type as WebVoyager's Type does (A webvoyager/run.py 383-419): a click on the field and
     ``click_pause_s`` before the text (browser-use only focuses it, so a field that reacts to clicks,
     such as a combobox opening its options, did not react), then ``enter_pause_s`` and Enter in the
     field (a form that submits on Enter is submitted by typing alone); the description then says
-    so, as WebVoyager's system prompt does. None leaves that part browser-use's. An index that names
+    so, as WebVoyager's system prompt does. None leaves that part browser-use's. Typing into what
+    may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``). An index that names
     no element is left to browser-use's own answer, with nothing clicked or pressed."""
     check_browser_use_version()
     from browser_use.agent.views import ActionResult
@@ -297,14 +310,18 @@ def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s
                 return ActionResult(error=f"Clicking the field before typing failed: {type(exc).__name__}: {exc}")
             await asyncio.sleep(click_pause_s)
         result = await typing(**kwargs)
-        if result.error is not None or enter_pause_s is None:
+        if result.error is not None:
             return result
-        await asyncio.sleep(enter_pause_s)
-        try:
-            await send(session, SendKeysEvent(keys="Enter"))
-        except Exception as exc:
-            return ActionResult(error=f"Typed, but pressing Enter failed: {type(exc).__name__}: {exc}")
-        said = f"{result.extracted_content}, then pressed Enter"
+        said = result.extracted_content
+        if enter_pause_s is not None:
+            await asyncio.sleep(enter_pause_s)
+            try:
+                await send(session, SendKeysEvent(keys="Enter"))
+            except Exception as exc:
+                return ActionResult(error=f"Typed, but pressing Enter failed: {type(exc).__name__}: {exc}")
+            said = f"{said}, then pressed Enter"
+        note = not_a_text_box_note(node.tag_name, node.attributes or {})
+        said = f"{said}\n{note}" if note is not None else said
         return result.model_copy(update={"extracted_content": said, "long_term_memory": said})
 
     registered.function = functools.wraps(typing)(typed_as_webvoyager)
