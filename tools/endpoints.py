@@ -99,6 +99,11 @@ def status_of(exc: BaseException) -> int | None:
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
 
 
+def transient_status(status: int) -> bool:
+    """An HTTP status worth asking again for: the server is busy, restarting or flaky (``TRANSIENT_STATUS``, any 5xx)."""
+    return status in TRANSIENT_STATUS or status >= 500
+
+
 def transient(exc: BaseException) -> bool:
     """Worth waiting for: the endpoint is busy, restarting or flaky, not refusing the request itself.
     An answer that is not an OpenAI-compatible endpoint's (a web page, bytes that are not HTTP) is not."""
@@ -109,7 +114,7 @@ def transient(exc: BaseException) -> bool:
     if isinstance(exc, (openai.APIConnectionError, TimeoutError, MalformedResponse, json.JSONDecodeError)):
         return True  # APITimeoutError is an APIConnectionError; a dropped connection too
     status = status_of(exc)
-    return status is not None and (status in TRANSIENT_STATUS or status >= 500)
+    return status is not None and transient_status(status)
 
 
 def connection_problem(exc: BaseException) -> str:

@@ -282,8 +282,9 @@ def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s
     such as a combobox opening its options, did not react), then ``enter_pause_s`` and Enter in the
     field (a form that submits on Enter is submitted by typing alone); the description then says
     so, as WebVoyager's system prompt does. None leaves that part browser-use's. Typing into what
-    may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``). An index that names
-    no element is left to browser-use's own answer, with nothing clicked or pressed."""
+    may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``).
+    An index that names no element is left to browser-use's own answer, with nothing clicked or
+    pressed."""
     check_browser_use_version()
     from browser_use.agent.views import ActionResult
     from browser_use.browser.events import ClickElementEvent, SendKeysEvent

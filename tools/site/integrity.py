@@ -33,19 +33,20 @@ from urllib.parse import quote
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from webgen_agent.tools.endpoints import transient_status
 from webgen_agent.tools.sandbox import BUILD_CACHES
 from webgen_agent.tools.site.depcache import LOCKFILES
 
 _CONTENT = Path("_cacache") / "content-v2" / "sha512"  # cacache's layout (as tools.npm_cache reads it)
 _REGISTRY_REQUESTS = 16  # metadata requests at once
 _ABBREVIATED = "application/vnd.npm.install-v1+json"  # the registry's short metadata: versions and dist
-_REGISTRY_ATTEMPTS = 4  # a dropped connection, a timeout or a 5xx/429 on a loaded machine is asked again
+_REGISTRY_ATTEMPTS = 4  # a dropped connection, a timeout or a busy registry on a loaded machine is asked again
 
 
-def _passing(exc: BaseException) -> bool:
-    """A registry failure that asking again may cure: the transport's, a 429 or a 5xx."""
+def _worth_asking_again(exc: BaseException) -> bool:
+    """A registry failure that asking again may cure: the transport's, or a transient status (a 429, a 5xx)."""
     if isinstance(exc, httpx.HTTPStatusError):
-        return exc.response.status_code == 429 or exc.response.status_code >= 500
+        return transient_status(exc.response.status_code)
     return isinstance(exc, httpx.TransportError)
 
 
@@ -218,7 +219,7 @@ async def check_against_registry(workspace: Path, registry: str) -> None:
             async with gate:
                 try:
                     async for attempt in AsyncRetrying(
-                        retry=retry_if_exception(_passing),
+                        retry=retry_if_exception(_worth_asking_again),
                         stop=stop_after_attempt(_REGISTRY_ATTEMPTS),
                         wait=wait_exponential_jitter(initial=0.5, max=4.0),
                         reraise=True,
