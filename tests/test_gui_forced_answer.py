@@ -63,7 +63,13 @@ add.addEventListener("submit", (event) => {
 </script></body></html>"""
 NUMBER_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Order</title></head>
 <body><label>How many <input type="number" placeholder="How many"></label></body></html>"""
-FORCED = "used up the interactions"  # a phrase of both limit prompts (agent and benchmark)
+FORCED = "used up the interactions"
+# WebVoyager's waits before each read of the page, off where a test is about something else (they have
+# a test of their own).
+NO_WAITS = {
+    "settle_after_load_s": 0.0,
+    "settle_after_action_s": {},
+}  # a phrase of both limit prompts (agent and benchmark)
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +179,7 @@ async def test_an_agent_that_never_answers_is_made_to_answer_at_the_15th_iterati
             url=page_url,
             task=bench_prompts.case_task(page_url, case.task, case.expected_result, 15),
             # WebVoyager's waits after each action (42 s here) have their own test below.
-            settings=settings.model_copy(
-                update={**webgen_bench_agent(case), "settle_after_load_s": 0.0, "settle_after_action_s": {}}
-            ),
+            settings=settings.model_copy(update={**webgen_bench_agent(case), **NO_WAITS}),
         )
     requests = server.requests
     assert run.stopped_reason == "done", run.errors
@@ -305,7 +309,7 @@ async def test_the_webvoyager_agent_clicks_before_typing_and_presses_enter_after
     webvoyager/run.py l.408-417), so a form that submits on Enter is submitted by typing alone, and a
     field that reacts to clicks reacts; browser-use alone focuses the field without a click and
     leaves the form unsent. The action's description tells the model, as WebVoyager's system prompt does."""
-    rules = {**profile_rules("upstream").gui_agent(), "settle_after_load_s": 0.0, "settle_after_action_s": {}}
+    rules = {**profile_rules("upstream").gui_agent(), **NO_WAITS}
     async with ScriptedServer(types_a_todo()) as server:
         settings = await scripted_agent(server, shared_browser, **rules)
         run = await run_gui_agent(
@@ -353,8 +357,7 @@ async def test_typing_into_what_may_not_be_a_text_box_is_noted_in_the_next_obser
     )
     rules = {
         **profile_rules("upstream").gui_agent(),
-        "settle_after_load_s": 0.0,
-        "settle_after_action_s": {},
+        **NO_WAITS,
         "click_before_typing_s": 0.0,
         "enter_after_typing_s": 0.0,
     }
