@@ -12,13 +12,13 @@ RUN pip install --no-cache-dir --root-user-action=ignore uv==0.13.9 \
 
 # -- the server ------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
-# Chromium (screenshots, the GUI agent), Node.js and npm (the generated projects), bubblewrap, prlimit
+# Chromium's headless shell (screenshots, the GUI agent), Node.js and npm (the generated projects), bubblewrap, prlimit
 # and libseccomp (the sandbox for generated code), libatomic (Playwright's Node.js driver), fonts for
 # the pages, tini (PID 1, below). Not pinned: Debian's security updates come with each rebuild.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      chromium nodejs npm bubblewrap util-linux libseccomp2 libatomic1 fonts-liberation ca-certificates tini \
+      chromium-headless-shell nodejs npm bubblewrap util-linux libseccomp2 libatomic1 fonts-liberation ca-certificates tini \
  && rm -rf /var/lib/apt/lists/*
 # The packages at the versions CI tested (the core package and LangGraph's server), then the project.
 COPY requirements/studio.txt /tmp/requirements.txt
@@ -33,7 +33,7 @@ RUN useradd --create-home --uid 10001 webgen \
  && chown webgen:webgen /data /opt/webgen
 WORKDIR /opt/webgen
 COPY langgraph.json ./
-ENV WEBGEN_CHROMIUM=/usr/bin/chromium \
+ENV WEBGEN_CHROMIUM=/usr/lib/chromium/chromium-headless-shell \
     WEBGEN_DB=/data/webgen.db \
     WEBGEN_STATE_DIR=/data/state \
     WEBGEN_DEPS_CACHE=/opt/webgen/deps-cache \

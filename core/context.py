@@ -326,18 +326,31 @@ def _completed_role(data: dict[str, Any], role: Role) -> dict[str, Any]:
     return {**filled.model_dump(exclude={"api_key", "fallback_api_key"}), **own}
 
 
+# Chromium's headless shell first: the same Blink, without the full browser's UI layer, crash reporter
+# and storage service, so a demo run's Chromium spends about a fifth less CPU (docs/performance.md,
+# "a ninth look"). Debian's binary is named by path: its /usr/bin entry is a shell script that would
+# stay behind as the browser's parent.
+HEADLESS_SHELLS = ("/usr/lib/chromium/chromium-headless-shell",)
+CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "chrome")
+
+
 def find_chromium(explicit: str = "") -> str:
-    """The Chromium to launch: explicit value, then WEBGEN_CHROMIUM, then PATH."""
+    """The Chromium to launch: explicit value, then WEBGEN_CHROMIUM, then a headless shell, then PATH."""
     for candidate in (explicit, os.environ.get("WEBGEN_CHROMIUM", "")):
         if candidate:
             if not Path(candidate).exists():
                 raise ConfigError(f"Chromium not found at {candidate!r} (set WEBGEN_CHROMIUM).")
             return candidate
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+    for path in HEADLESS_SHELLS:
+        if os.access(path, os.X_OK):
+            return path
+    for name in CHROMIUM_NAMES:
         found = shutil.which(name)
         if found:
             return found
-    raise ConfigError("No Chromium found on PATH; install it (apt install chromium) or set WEBGEN_CHROMIUM.")
+    raise ConfigError(
+        "No Chromium found on PATH; install it (apt install chromium-headless-shell) or set WEBGEN_CHROMIUM."
+    )
 
 
 class Settings(BaseSettings):

@@ -18,7 +18,7 @@ problems = []
 user = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
 if not user or user[-1] in ("0", "root"):
     problems.append("the image does not end as a non-root user")
-for package in ("chromium", "nodejs", "npm", "bubblewrap", "util-linux", "libseccomp2"):
+for package in ("chromium-headless-shell", "nodejs", "npm", "bubblewrap", "util-linux", "libseccomp2"):
     if not re.search(rf"apt-get install[^\n]*(\\\n[^\n]*)*\b{package}\b", dockerfile):
         problems.append(f"the image lacks {package}")
 if not re.search(r'^ENTRYPOINT \["/usr/bin/tini", "--"\]', dockerfile, re.M):
@@ -52,7 +52,7 @@ fi
 docker build --network host ${PYTHON_IMAGE:+--build-arg "PYTHON_IMAGE=$PYTHON_IMAGE"} -t "$TAG" .
 in_image() { docker run --rm --network none "$@"; }
 [ "$(in_image "$TAG" id -u)" != 0 ] || fail "the image runs as root"
-in_image "$TAG" sh -c 'chromium --version && node --version && npm --version && bwrap --version' \
+in_image "$TAG" sh -c 'chromium-headless-shell --version && node --version && npm --version && bwrap --version' \
   || fail "Chromium, Node.js, npm or bubblewrap does not run in the image"
 [ -n "$(in_image "$TAG" ls /opt/webgen/deps-cache)" ] || fail "the demo's packages are not in the image"
 sandbox='from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or "sandbox ok")'

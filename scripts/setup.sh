@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine (Python 3.11+). Safe to run again.
 #
-#   bash scripts/setup.sh          what the demo and a real run need: system Chromium, Node.js and npm,
+#   bash scripts/setup.sh          what the demo and a real run need: Chromium's headless shell, Node.js and npm,
 #                                  bubblewrap; .venv with the project at the locked versions
 #                                  (requirements/lean.txt); the demo's npm packages in the dependency cache
 #   bash scripts/setup.sh --studio the same and LangGraph's server and CLI for Studio (requirements/studio.txt)
 #   bash scripts/setup.sh --test   all that, and what the test suite (and CI) needs: the test, train and
-#                                  studio extras (requirements/test.txt, CPU PyTorch), PostgreSQL, curl,
+#                                  studio extras (requirements/test.txt, CPU PyTorch), PostgreSQL, curl, the full Chromium,
 #                                  verl's dataset loaders, the real-server virtualenv (.venv-realserver)
 #
 # Packages are installed by uv (https://docs.astral.sh/uv/) from the lock files in requirements/
@@ -37,7 +37,10 @@ lap() {  # how long the part since the previous lap took
 
 # -- system packages (in the background: they do not need the virtualenv, nor it them) ----------------
 need_apt=()
-command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || need_apt+=(chromium fonts-liberation)
+# Chromium's headless shell (Debian's chromium-headless-shell): the browser the agent prefers, a fifth
+# less CPU than the full one (docs/performance.md). Where apt has no such package, the full Chromium.
+headless_shell=/usr/lib/chromium/chromium-headless-shell
+[ -x "$headless_shell" ] || need_apt+=(BROWSER fonts-liberation)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
@@ -46,6 +49,8 @@ command -v prlimit >/dev/null 2>&1 || need_apt+=(util-linux)
 ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need_apt+=(libseccomp2)
 if [ "$mode" = test ]; then
   command -v curl >/dev/null 2>&1 || need_apt+=(curl)  # the hostile network tests use it inside the sandbox
+  # The full Chromium beside the headless shell: the hostile page tests check both kinds the agent may launch.
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
   # PostgreSQL server binaries: the suite runs its storage tests on a throwaway cluster too.
   compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 fi
@@ -56,7 +61,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   (
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -q && $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+    $SUDO apt-get update -q
+    browser=chromium-headless-shell  # known to apt only after the update
+    apt-cache show "$browser" >/dev/null 2>&1 || browser=chromium
+    $SUDO apt-get install -y -q --no-install-recommends "${need_apt[@]/#BROWSER/$browser}"
   ) >"$apt_log" 2>&1 &
   apt_pid=$!
 fi
@@ -102,4 +110,4 @@ if ! .venv/bin/webgen-agent demo --prepare; then
 fi
 lap "demo packages"
 echo "setup ($mode) done in $(seconds_since "$started") s: ${timings[*]}"
-echo "$(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), node $(node --version), $(chromium --version 2>/dev/null || chromium-browser --version)"
+echo "$(.venv/bin/python -c "from webgen_agent.tools.sandbox import sandbox_problem as p; print(p() or 'sandbox ok')"), node $(node --version), $("$(.venv/bin/python -c "from webgen_agent.core.context import find_chromium as f; print(f())")" --version)"

@@ -125,14 +125,13 @@ async def vite_template(tmp_path_factory: pytest.TempPathFactory, deps_cache_dir
 
 @pytest.fixture(scope="session")
 def chromium_path() -> str:
-    import os
+    from webgen_agent.core.context import find_chromium
+    from webgen_agent.core.errors import ConfigError
 
-    found = os.environ.get("WEBGEN_CHROMIUM") or next(
-        (p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None
-    )
-    if not found:
+    try:  # the one the agent itself would launch
+        return find_chromium()
+    except ConfigError:
         pytest.skip("no Chromium installed")
-    return found
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

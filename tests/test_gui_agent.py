@@ -20,6 +20,8 @@ import pytest
 
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.core.context import find_chromium
+from webgen_agent.core.errors import ConfigError
 from webgen_agent.tools.gui_agent import (
     PINNED_BROWSER_USE,
     GuiAction,
@@ -30,7 +32,10 @@ from webgen_agent.tools.gui_agent import (
     run_gui_agent,
 )
 
-CHROMIUM = os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser") or ""
+try:  # the one the agent itself would launch
+    CHROMIUM = find_chromium()
+except ConfigError:
+    CHROMIUM = ""
 needs_chromium = pytest.mark.skipif(not CHROMIUM, reason="no Chromium on PATH (set WEBGEN_CHROMIUM)")
 PYPROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

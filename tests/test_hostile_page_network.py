@@ -18,6 +18,8 @@ import asyncio
 import contextlib
 import http.server
 import ipaddress
+import os
+import shutil
 import socket
 import threading
 import time
@@ -30,11 +32,13 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 
 from tests.helpers import CdpClient
+from webgen_agent.core.context import HEADLESS_SHELLS
 from webgen_agent.tools import page_proxy
 from webgen_agent.tools.browser import SharedBrowser
 from webgen_agent.tools.browser_command import CHROMIUM_FLAGS
 from webgen_agent.tools.cdp_scope import scoped_cdp_endpoint
 from webgen_agent.tools.page_proxy import PagePolicy, public_address
+from webgen_agent.tools.registry import ProcessRegistry
 
 pytestmark = pytest.mark.e2e
 
@@ -266,6 +270,33 @@ async def test_a_captured_page_reaches_no_other_local_port_by_fetch_image_websoc
     assert udp_port.datagrams == [], f"{len(udp_port.datagrams)} UDP datagrams (STUN) reached a local port"
     refused = " ".join(capture.blocked_requests)
     assert f"127.0.0.1:{other_port.port}" in refused and "169.254.169.254:80" in refused
+
+
+STUN_ONLY = """<title>Call</title><h1>Call</h1>
+<script>
+  const rtc = new RTCPeerConnection({{iceServers: [{{urls: 'stun:127.0.0.1:{udp}'}}]}});
+  rtc.createDataChannel('leak');
+  rtc.createOffer().then((offer) => rtc.setLocalDescription(offer));
+</script>
+<img src="/slow">"""
+# Both kinds the agent may launch (core/context.py find_chromium): each reads a different switch.
+CHROMIUM_KINDS = {"headless shell": HEADLESS_SHELLS[0], "full browser": shutil.which("chromium") or ""}
+
+
+@pytest.mark.parametrize("kind", sorted(CHROMIUM_KINDS))
+async def test_no_stun_packet_leaves_either_kind_of_chromium(
+    kind: str, tmp_path: Any, serve_http: Any, udp_port: UdpListener
+) -> None:
+    path = CHROMIUM_KINDS[kind]
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip(f"no Chromium {kind} installed")
+    site = serve_http("127.0.0.1")
+    site.pages["/"] = STUN_ONLY.format(udp=udp_port.port)
+    async with SharedBrowser(path, registry=ProcessRegistry(tmp_path / "processes.jsonl")) as browser:
+        capture = await browser.capture(site.url + "/", timeout_s=15)
+        await asyncio.sleep(0.5)  # anything still on its way
+    assert "Call" in capture.visible_text
+    assert udp_port.datagrams == [], f"{kind}: {len(udp_port.datagrams)} UDP datagrams (STUN) reached a local port"
 
 
 PUBLIC_PAGE = """<title>Cafe</title><h1>Cafe</h1><div id=out></div>

@@ -33,8 +33,10 @@ CHROMIUM_FLAGS = (
     # started (19 renderers a demo run for 9 pages, ~0.4 s of CPU).
     "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup,SpareRendererForSitePerProcess",
     # WebRTC's UDP cannot go through the page proxy: none at all, its TCP only through the proxy.
-    # (The older --force-webrtc-ip-handling-policy is ignored by Chromium 156: STUN packets still left.)
+    # The full browser reads the first switch and ignores the second; the headless shell, which
+    # lacks the full browser's layer, reads only the second (without it STUN packets left).
     "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 # Chromium's view when confined: the system folders and /etc entries every sandbox shows
