@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -333,6 +334,106 @@ def test_the_size_cap_holds_while_another_process_frees_more_than_the_command_wr
         guard.stop()
         with contextlib.suppress(ProcessLookupError):
             sleeper.kill()
+
+
+def _server_workspace(tmp_path: Path, node_modules_mb: int) -> tuple[Path, Any]:
+    """A workspace whose node_modules holds ``node_modules_mb`` and is confined as a dev server's."""
+    from webgen_agent.core.context import SandboxSettings
+    from webgen_agent.tools.sandbox import Confinement
+
+    workspace = tmp_path / "ws"
+    (workspace / "node_modules" / "react").mkdir(parents=True)
+    (workspace / "node_modules" / "react" / "index.js").write_bytes(bytes(node_modules_mb * 2**20))
+    (workspace / "node_modules" / ".vite").mkdir()
+    confinement = Confinement(
+        workspace,
+        settings=SandboxSettings(workspace_mb=16),
+        read_only=(workspace / "node_modules",),
+        writable=(workspace / "node_modules" / ".vite",),
+    )
+    return workspace, confinement
+
+
+@pytest.mark.parametrize("written_to", [".", "node_modules/.vite"])
+def test_a_dev_servers_guard_counts_its_read_only_node_modules_with_what_it_writes(
+    tmp_path: Path, written_to: str
+) -> None:
+    """A dev server's node_modules is read-only to it, so its guard walks that tree only on its
+    slowest clock; the tree still counts, and so does what the server writes beside it or into its
+    build cache inside node_modules."""
+    from webgen_agent.tools.process import size_guard
+
+    workspace, confinement = _server_workspace(tmp_path, node_modules_mb=10)
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guard = size_guard(confinement, sleeper.pid)
+    assert guard is not None
+    try:
+        time.sleep(1.5)  # past the first walk: later ones count node_modules as that walk found it
+        (workspace / written_to / "fill.bin").write_bytes(bytes(8 * 2**20))
+        assert sleeper.wait(timeout=30) == -signal.SIGKILL  # 10 + 8 MB: past the 16 MB cap
+        assert "reached 18 MB" in guard.message(), guard.message()
+    finally:
+        guard.stop()
+        with contextlib.suppress(ProcessLookupError):
+            sleeper.kill()
+
+
+def test_node_modules_grown_under_a_running_dev_server_still_counts_while_space_is_freed_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Another command (a shell action) may grow node_modules while a dev server runs; the growth
+    check sees it, and when another run's clean-up hides that growth, the slowest clock's full walk does."""
+    from webgen_agent.tools.process import size_guard
+
+    workspace, confinement = _server_workspace(tmp_path, node_modules_mb=4)
+    other = tmp_path / "another-runs-tree.bin"
+    other.write_bytes(bytes(256 * 2**20))
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guard = size_guard(confinement, sleeper.pid)
+    assert guard is not None
+    try:
+        time.sleep(1.5)
+        other.unlink()
+        (workspace / "node_modules" / "react" / "big.js").write_bytes(bytes(14 * 2**20))
+        assert sleeper.wait(timeout=40) == -signal.SIGKILL  # within the slowest clock (10 s)
+        assert "reached 18 MB" in guard.message(), guard.message()
+    finally:
+        guard.stop()
+        with contextlib.suppress(ProcessLookupError):
+            sleeper.kill()
+
+
+def test_a_dev_servers_guard_does_not_walk_its_read_only_node_modules_every_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk of node_modules (thousands of files) was most of the agent's own CPU in a demo run:
+    a dev server's guard walked it every second though the server cannot write it."""
+    from webgen_agent.tools import limits
+    from webgen_agent.tools.process import size_guard
+
+    workspace, confinement = _server_workspace(tmp_path, node_modules_mb=1)
+    node_modules = workspace / "node_modules"
+    walked: list[Path] = []  # each walk's root
+    entered: list[Path] = []  # the walks that went through node_modules
+    real = limits.disk_usage
+
+    def counted(root: Path, **kwargs: Any) -> int:
+        walked.append(root)
+        if root == node_modules or (root == workspace and node_modules not in kwargs.get("skip", ())):
+            entered.append(root)
+        return real(root, **kwargs)
+
+    monkeypatch.setattr(limits, "disk_usage", counted)
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guard = size_guard(confinement, sleeper.pid)
+    assert guard is not None
+    try:
+        time.sleep(3.5)  # the first walk, then one a second of what the server can write
+    finally:
+        guard.stop()
+        sleeper.kill()
+    assert walked.count(workspace) >= 2, walked
+    assert len(entered) == 1, entered  # the first walk only
 
 
 def test_the_size_cap_counts_what_a_command_writes_not_the_seeded_npm_cache(tmp_path: Path) -> None:

@@ -212,9 +212,13 @@ def _remove_cgroup(path: Path) -> None:
 # -- workspace size --------------------------------------------------------------------------------
 
 
-def disk_usage(root: Path) -> int:
-    """Bytes of disk the files under ``root`` take (each inode once, symlinks not followed)."""
-    seen: set[tuple[int, int]] = set()
+def disk_usage(root: Path, *, seen: set[tuple[int, int]] | None = None, skip: frozenset[Path] = frozenset()) -> int:
+    """Bytes of disk the files under ``root`` take (each inode once, symlinks not followed).
+
+    ``seen``: inodes already counted (by an earlier call), updated; ``skip``: folders not entered.
+    """
+    seen = set() if seen is None else seen
+    skipped = {str(folder) for folder in skip}
     total = 0
     stack = [str(root)]
     while stack:
@@ -229,7 +233,8 @@ def disk_usage(root: Path) -> int:
             except OSError:
                 continue
             if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+                if entry.path not in skipped:
+                    stack.append(entry.path)
             elif (info.st_dev, info.st_ino) not in seen:
                 seen.add((info.st_dev, info.st_ino))
                 total += info.st_blocks * 512
@@ -266,6 +271,10 @@ def _group_exists(pgid: int) -> bool:
 # The slower clock of the guard's walks: at least every second, and never more than 5 % of a
 # core on walking (a walk of a large node_modules takes tens of milliseconds).
 _MIN_WALK_EVERY_S = 1.0
+# Folders the command cannot write (a dev server's read-only node_modules) are walked again on a
+# clock slower still: only another command (an install or shell action, with a guard of its own)
+# can change them meanwhile.
+_FROZEN_WALK_EVERY_S = 10.0
 
 
 def _walk_every_s(walk_s: float) -> float:
@@ -283,10 +292,24 @@ class WorkspaceGuard:
     process frees at the same time (another run's clean-up) hides as much of the command's writes
     from that growth, so the folders are also walked on a slower clock whatever the growth
     (``_walk_every_s``): a freed disk delays the kill by at most that long.
+
+    ``frozen`` folders inside them are bound read-only in the command's sandbox (a dev server's
+    node_modules, shared by hardlinks), except their ``thawed`` ones (its build caches): the slower
+    clock's walk counts them as the last full walk found them (the bulk of a walk: thousands of
+    files) and walks only what the command can write. Growth past the cap, and the slowest clock
+    (``_FROZEN_WALK_EVERY_S``), walk everything.
     """
 
     def __init__(
-        self, folders: Sequence[Path], cap_bytes: int, pgid: int, *, uncounted_bytes: int = 0, interval_s: float = 0.2
+        self,
+        folders: Sequence[Path],
+        cap_bytes: int,
+        pgid: int,
+        *,
+        uncounted_bytes: int = 0,
+        interval_s: float = 0.2,
+        frozen: Sequence[Path] = (),
+        thawed: Sequence[Path] = (),
     ) -> None:
         self.folders = tuple(folders)  # the workspace, and the command's private npm cache if it has one
         self.cap_bytes = cap_bytes
@@ -295,30 +318,42 @@ class WorkspaceGuard:
         self.uncounted_bytes = uncounted_bytes
         self.pgid = pgid
         self.interval_s = interval_s
+        self.frozen = frozenset(frozen)
+        self.thawed = tuple(thawed)
+        self._frozen_size: tuple[int, set[tuple[int, int]]] = (0, set())  # bytes, inodes: the last full walk
         self.tripped_at: int | None = None  # the size seen when it killed the command
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _walk(self) -> tuple[int, float]:
-        """The folders' size and how long measuring it took."""
+    def _walk(self, *, full: bool) -> tuple[int, float]:
+        """The folders' size and how long measuring it took (frozen folders as last walked unless ``full``)."""
         started = time.monotonic()
-        used = sum(disk_usage(folder) for folder in self.folders) - self.uncounted_bytes
+        if full:
+            inodes: set[tuple[int, int]] = set()
+            thawed = frozenset(self.thawed)
+            self._frozen_size = sum(disk_usage(f, seen=inodes, skip=thawed) for f in self.frozen), inodes
+        frozen_bytes, frozen_inodes = self._frozen_size
+        seen = set(frozen_inodes)
+        used = frozen_bytes - self.uncounted_bytes
+        used += sum(disk_usage(folder, seen=seen, skip=self.frozen) for folder in self.folders)
+        used += sum(disk_usage(folder, seen=seen) for folder in self.thawed)
         return used, time.monotonic() - started
 
     def run(self) -> None:
         """Poll until ``stop``, or until the cap is passed (then kill the group and return)."""
         baseline = _filesystem_used(self.folders)
-        used, walk_s = self._walk()
-        walked_at = time.monotonic()
+        used, walk_s = self._walk(full=True)
+        walked_at = walked_all_at = time.monotonic()
         while used <= self.cap_bytes:
             if self._stopped.wait(self.interval_s) or not _group_exists(self.pgid):
                 return
-            now = _filesystem_used(self.folders)
-            due = time.monotonic() - walked_at >= _walk_every_s(walk_s)
-            if due or used + (now - baseline) > self.cap_bytes:
+            now, clock = _filesystem_used(self.folders), time.monotonic()
+            full = used + (now - baseline) > self.cap_bytes or clock - walked_all_at >= _FROZEN_WALK_EVERY_S
+            if full or clock - walked_at >= _walk_every_s(walk_s):
                 baseline = now  # writes during the walk count in the next growth
-                used, walk_s = self._walk()
+                used, walk_s = self._walk(full=full)
                 walked_at = time.monotonic()
+                walked_all_at = walked_at if full else walked_all_at
         if not self._stopped.is_set():
             self.tripped_at = used
             with contextlib.suppress(OSError):

@@ -425,11 +425,16 @@ def size_guard(sandbox: Confinement | None, pgid: int) -> WorkspaceGuard | None:
     if sandbox is None:
         return None
     cap = sandbox.settings.workspace_mb * 1024 * 1024
-    if sandbox.npm_cache is None:
-        return WorkspaceGuard((sandbox.workspace,), cap, pgid).start()
-    # What the command adds to its private npm cache counts against the same cap.
+    # What the command adds to its private npm cache counts against the same cap; what it cannot
+    # write (a dev server's node_modules) is walked less often.
+    folders = (sandbox.workspace,) if sandbox.npm_cache is None else (sandbox.workspace, sandbox.npm_cache)
     return WorkspaceGuard(
-        (sandbox.workspace, sandbox.npm_cache), cap, pgid, uncounted_bytes=sandbox.npm_cache_seed_bytes
+        folders,
+        cap,
+        pgid,
+        uncounted_bytes=sandbox.npm_cache_seed_bytes,
+        frozen=sandbox.read_only,
+        thawed=sandbox.writable,
     ).start()
 
 
