@@ -22,6 +22,9 @@ from typing import Any, TypeVar
 
 import psutil
 
+from webgen_agent.core.context import find_chromium
+from webgen_agent.core.errors import ConfigError
+
 T = TypeVar("T")
 # A quick run (``python -m benchmarks --quick``, which CI runs): tiny sizes and one round, so that a
 # broken benchmark fails CI. Its figures are not measurements.
@@ -52,7 +55,11 @@ def machine() -> str:
         pass
     ram = psutil.virtual_memory().total / 2**30
     node = _version(["node", "--version"])
-    chromium = _version([os.environ.get("WEBGEN_CHROMIUM") or shutil.which("chromium") or "chromium", "--version"])
+    try:
+        browser = find_chromium()
+        chromium = f"{_version([browser, '--version'])} ({Path(browser).name})"
+    except ConfigError as error:
+        chromium = str(error)
     return (
         f"{cpu}, {os.cpu_count()} cores, {ram:.0f} GiB RAM, {platform.platform()}, "
         f"Python {platform.python_version()}, Node {node}, {chromium}"
