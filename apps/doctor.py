@@ -42,7 +42,7 @@ def tool_checks(context: AgentContext) -> list[Check]:
             name="chromium",
             ok=False,
             detail=f"{chromium or 'no Chromium found'} does not run",
-            fix="install chromium (scripts/setup.sh does) or set WEBGEN_CHROMIUM",
+            fix="install chromium-headless-shell or chromium (scripts/setup.sh does) or set WEBGEN_CHROMIUM",
         )
     )
     for tool in ("node", "npm"):
