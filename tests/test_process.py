@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +337,22 @@ def test_the_size_cap_holds_while_another_process_frees_more_than_the_command_wr
             sleeper.kill()
 
 
+@contextlib.contextmanager
+def _guarded_command(confinement: Any) -> Iterator[tuple[Any, subprocess.Popen[bytes]]]:
+    """A command (a sleeper in its own process group) under ``size_guard``; both ended on leaving."""
+    from webgen_agent.tools.process import size_guard
+
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    guard = size_guard(confinement, sleeper.pid)
+    assert guard is not None
+    try:
+        yield guard, sleeper
+    finally:
+        guard.stop()
+        with contextlib.suppress(ProcessLookupError):
+            sleeper.kill()
+
+
 def _server_workspace(tmp_path: Path, node_modules_mb: int) -> tuple[Path, Any]:
     """A workspace whose node_modules holds ``node_modules_mb`` and is confined as a dev server's."""
     from webgen_agent.core.context import SandboxSettings
@@ -361,21 +378,12 @@ def test_a_dev_servers_guard_counts_its_read_only_node_modules_with_what_it_writ
     """A dev server's node_modules is read-only to it, so its guard walks that tree only on its
     slowest clock; the tree still counts, and so does what the server writes beside it or into its
     build cache inside node_modules."""
-    from webgen_agent.tools.process import size_guard
-
     workspace, confinement = _server_workspace(tmp_path, node_modules_mb=10)
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    guard = size_guard(confinement, sleeper.pid)
-    assert guard is not None
-    try:
+    with _guarded_command(confinement) as (guard, sleeper):
         time.sleep(1.5)  # past the first walk: later ones count node_modules as that walk found it
         (workspace / written_to / "fill.bin").write_bytes(bytes(8 * 2**20))
         assert sleeper.wait(timeout=30) == -signal.SIGKILL  # 10 + 8 MB: past the 16 MB cap
         assert "reached 18 MB" in guard.message(), guard.message()
-    finally:
-        guard.stop()
-        with contextlib.suppress(ProcessLookupError):
-            sleeper.kill()
 
 
 def test_node_modules_grown_under_a_running_dev_server_still_counts_while_space_is_freed_elsewhere(
@@ -383,24 +391,15 @@ def test_node_modules_grown_under_a_running_dev_server_still_counts_while_space_
 ) -> None:
     """Another command (a shell action) may grow node_modules while a dev server runs; the growth
     check sees it, and when another run's clean-up hides that growth, the slowest clock's full walk does."""
-    from webgen_agent.tools.process import size_guard
-
     workspace, confinement = _server_workspace(tmp_path, node_modules_mb=4)
     other = tmp_path / "another-runs-tree.bin"
     other.write_bytes(bytes(256 * 2**20))
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    guard = size_guard(confinement, sleeper.pid)
-    assert guard is not None
-    try:
+    with _guarded_command(confinement) as (guard, sleeper):
         time.sleep(1.5)
         other.unlink()
         (workspace / "node_modules" / "react" / "big.js").write_bytes(bytes(14 * 2**20))
         assert sleeper.wait(timeout=40) == -signal.SIGKILL  # within the slowest clock (10 s)
         assert "reached 18 MB" in guard.message(), guard.message()
-    finally:
-        guard.stop()
-        with contextlib.suppress(ProcessLookupError):
-            sleeper.kill()
 
 
 def test_a_dev_servers_guard_does_not_walk_its_read_only_node_modules_every_second(
@@ -409,7 +408,6 @@ def test_a_dev_servers_guard_does_not_walk_its_read_only_node_modules_every_seco
     """The walk of node_modules (thousands of files) was most of the agent's own CPU in a demo run:
     a dev server's guard walked it every second though the server cannot write it."""
     from webgen_agent.tools import limits
-    from webgen_agent.tools.process import size_guard
 
     workspace, confinement = _server_workspace(tmp_path, node_modules_mb=1)
     node_modules = workspace / "node_modules"
@@ -424,14 +422,8 @@ def test_a_dev_servers_guard_does_not_walk_its_read_only_node_modules_every_seco
         return real(root, **kwargs)
 
     monkeypatch.setattr(limits, "disk_usage", counted)
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    guard = size_guard(confinement, sleeper.pid)
-    assert guard is not None
-    try:
+    with _guarded_command(confinement):
         time.sleep(3.5)  # the first walk, then one a second of what the server can write
-    finally:
-        guard.stop()
-        sleeper.kill()
     assert walked.count(workspace) >= 2, walked
     assert len(entered) == 1, entered  # the first walk only
 
@@ -442,24 +434,16 @@ def test_the_size_cap_counts_what_a_command_writes_not_the_seeded_npm_cache(tmp_
     cap and the size the command wrote (it used to name the cap plus the copy, a number that changed
     with whatever the shared cache held: the hostile corpus's "over the 32 MB cap" failed by test order)."""
     from webgen_agent.core.context import SandboxSettings
-    from webgen_agent.tools.process import size_guard
     from webgen_agent.tools.sandbox import Confinement
 
     workspace, cache = tmp_path / "ws", tmp_path / "npm-cache"
     workspace.mkdir()
     cache.mkdir()
     (cache / "seed.bin").write_bytes(bytes(20 * 2**20))  # what the shared cache held
-    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     confinement = Confinement(
         workspace, settings=SandboxSettings(workspace_mb=16), npm_cache=cache, npm_cache_seed_bytes=20 * 2**20
     )
-    guard = size_guard(confinement, sleeper.pid)
-    assert guard is not None
-    try:
+    with _guarded_command(confinement) as (guard, sleeper):
         (workspace / "fill.bin").write_bytes(bytes(18 * 2**20))  # the command's writes: 18 MB
         assert sleeper.wait(timeout=30) == -signal.SIGKILL  # past the 16 MB cap: killed
         assert "reached 18 MB" in guard.message() and "over the 16 MB cap" in guard.message(), guard.message()
-    finally:
-        guard.stop()
-        with contextlib.suppress(ProcessLookupError):
-            sleeper.kill()
