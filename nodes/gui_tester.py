@@ -194,7 +194,7 @@ def _run_record(instruction: str, run: GuiRun) -> str:
     record = run.model_dump(mode="json", exclude={"final_screenshot_png", "frames"})
     if run.final_screenshot_png:
         record["final_screenshot"] = blobs.put(run.final_screenshot_png)
-    record["frames"] = [{"step": f.step, "url": f.url, "screenshot": blobs.put(f.jpeg)} for f in run.frames]
+    record["frames"] = [{"step": f.step, "url": f.url, "screenshot": blobs.put(f.thumbnail())} for f in run.frames]
     return blobs.put_json({"instruction": instruction, **record})
 
 

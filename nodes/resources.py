@@ -104,6 +104,7 @@ class Resources:
                 cdp_url=cdp_url,
                 viewport=(context.viewport_width, context.viewport_height),
                 offline=context.offline_pages,
+                settle_s=context.rules.profile.gui_settle_after_load_s,  # as the agent's first step settles
             )
 
         task = asyncio.create_task(open_session())

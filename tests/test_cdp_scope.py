@@ -6,6 +6,7 @@ import asyncio
 import functools
 import http.server
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -46,6 +47,12 @@ CHORE_RULES = [
 
 
 PAGE_LOADS: Counter[str] = Counter()
+# The todo app with a line saying how long the page has been open: a read of the page tells when it was made.
+CLOCK_PAGE = TODO_PAGE.replace(
+    '<ul id="items"></ul>',
+    '<ul id="items"></ul><p id="clock">open 0 ms</p><script>setInterval(() => {'
+    " document.getElementById('clock').textContent = 'open ' + Math.round(performance.now()) + ' ms'; }, 20);</script>",
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +61,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "todo.html").write_text(TODO_PAGE, encoding="utf-8")
     (root / "chores.html").write_text(CHORE_PAGE, encoding="utf-8")
     (root / "other.html").write_text("<title>Another run</title><h1>Another run's page</h1>", encoding="utf-8")
+    (root / "clock.html").write_text(CLOCK_PAGE, encoding="utf-8")
 
     class QuietHandler(http.server.SimpleHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -187,6 +195,30 @@ async def test_a_session_opened_ahead_is_used_by_the_run_and_closed_with_it(
     assert PAGE_LOADS["/todo.html"] == loads_before + 1
     await asyncio.sleep(0.5)
     assert url not in await page_urls(shared_browser) and not prepared.session.is_cdp_connected
+
+
+async def test_a_session_opened_ahead_reads_its_page_at_once_and_the_agent_starts_from_that_read(
+    shared_browser: SharedBrowser, site: str
+) -> None:
+    """The agent's first page read (DOM and screenshot) is made as soon as the prepared page loaded,
+    while a grading call would still run, not when the agent starts; its later reads when it asks."""
+    url = f"{site}/clock.html"
+    prepared = await open_gui_session(url=url, cdp_url=shared_browser.ws_url)
+    await asyncio.sleep(3)  # the screenshot's grading call
+    async with scripted(TODO_RULES) as server:
+        run = await run_gui_agent(
+            url=url,
+            task=TASK,
+            settings=GuiAgentSettings(
+                model="vlm", base_url=server.base_url, api_key="k", cdp_url=shared_browser.ws_url, timeout_s=90
+            ),
+            prepared=prepared,
+        )
+    assert run.stopped_reason == "done" and run.final_answer == "YES - Buy milk is listed", run.errors
+    opened_for = [int(m) for r in server.requests for m in re.findall(r"open (\d+) ms", r.last_user_text)]
+    assert len(opened_for) == 2, [r.last_user_text for r in server.requests]
+    first, second = opened_for
+    assert first < 2500 <= 3000 <= second, opened_for  # read at the load, not after the 3 s wait; then anew
 
 
 async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its_own(

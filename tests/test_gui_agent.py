@@ -137,7 +137,9 @@ async def test_agent_adds_a_todo_in_a_real_browser(site_url: str) -> None:
     assert [a.target for a in run.actions] == ['input "What needs doing?"', 'button "Add item"', None]
     # The page before each agent step, scaled down for the report.
     assert [f.step for f in run.frames] == [1, 2]
-    assert all(f.jpeg.startswith(b"\xff\xd8") and 1_000 < len(f.jpeg) < 100_000 for f in run.frames)
+    assert all(f.png.startswith(PNG_MAGIC) for f in run.frames)
+    thumbnails = [f.thumbnail() for f in run.frames]
+    assert all(t.startswith(b"\xff\xd8") and 1_000 < len(t) < 100_000 for t in thumbnails)
     assert all(f.url == site_url for f in run.frames)
     assert run.steps == 2 and run.errors == []
     assert run.input_tokens > 1000 and run.output_tokens > 0  # two screenshots at 765 tokens each, plus text

@@ -30,6 +30,7 @@ from webgen_agent.tools.gui_agent.patches import (
     configure_agent,
     import_browser_use,
     own_event_lock,
+    session_class,
     type_as_webvoyager,
 )
 from webgen_agent.tools.gui_agent.steps import (
@@ -141,8 +142,10 @@ async def open_gui_session(
     viewport: tuple[int, int] = (1280, 800),
     timeout_s: float = 20.0,
     offline: bool = False,
+    settle_s: float = 0.0,
 ) -> GuiSession:
-    """Attach a browser-use session to ``cdp_url`` (a fresh context of its own) and load ``url``.
+    """Attach a browser-use session to ``cdp_url`` (a fresh context of its own), load ``url``, and
+    read the page as the agent's first step will, ``settle_s`` after it loaded.
 
     What a GUI agent run does before its first step, done ahead (e.g. while a model grades the
     screenshot). Raises when it cannot; a run without it starts the same way itself.
@@ -156,9 +159,11 @@ async def open_gui_session(
         lock = own_event_lock()
         session = _browser_session(url, endpoint.url, viewport, files)
         stack.push_async_callback(_kill_quietly, session)
+        stack.push_async_callback(session.drop_read_ahead)
         await asyncio.wait_for(session.start(), timeout_s)
         await asyncio.wait_for(session.navigate_to(url), timeout_s)
         loaded_at = time.monotonic()
+        session.read_ahead(settle_s)
     except BaseException:
         await stack.aclose()
         raise
@@ -255,9 +260,10 @@ async def _run_files(stack: contextlib.AsyncExitStack) -> _RunFiles:
     return await asyncio.to_thread(_RunFiles, Path(holder.name))
 
 
-def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> BrowserSession:
-    """A browser-use session (not started) attached to ``cdp_url``, kept to ``url``'s site."""
-    from browser_use import BrowserProfile, BrowserSession
+def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> Any:
+    """A browser-use session (not started) attached to ``cdp_url``, kept to ``url``'s site: a
+    ``BrowserSession`` that can read its page ahead (``patches.session_class``)."""
+    from browser_use import BrowserProfile
     from browser_use.browser.profile import ViewportSize
 
     width, height = viewport
@@ -278,7 +284,7 @@ def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_file
         # Always our own folder: left unset, browser-use makes one in /tmp that nobody removes.
         user_data_dir=run_files.profile,
     )
-    return BrowserSession(browser_profile=profile)
+    return session_class()(browser_profile=profile)
 
 
 def agent_tools(settings: GuiAgentSettings) -> Tools:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
-import io
 import json
 import logging
 import time
@@ -30,8 +29,6 @@ _TEXT_LIMIT = 300
 _TARGET_LIMIT = 80
 # Attributes that name an element when it has no accessible name, in the order tried.
 _NAMING_ATTRIBUTES = ("aria-label", "placeholder", "title", "alt", "name", "id", "value", "href")
-FRAME_WIDTH = 480  # px: frames are for a report's strip, not for the model
-FRAME_QUALITY = 70
 
 
 @dataclass
@@ -312,7 +309,7 @@ def why_stopped(agent: Agent, budget: Budget, timed_out: bool, max_steps: int) -
 
 
 def collect_frames(agent: Agent) -> list[GuiFrame]:
-    """The screenshot the agent saw before each of its steps, as small JPEGs (reads files: call in a thread).
+    """The screenshot the agent saw before each of its steps (reads files: call in a thread).
 
     browser-use keeps them as files in the agent's folder, which is removed after the run.
     """
@@ -321,21 +318,8 @@ def collect_frames(agent: Agent) -> list[GuiFrame]:
         step = item.metadata.step_number if item.metadata is not None else 0
         encoded = item.state.get_screenshot() if item.model_output is not None and step > 0 else None
         if encoded:
-            frames.append(GuiFrame(step=step, url=item.state.url, jpeg=thumbnail(base64.b64decode(encoded))))
+            frames.append(GuiFrame(step=step, url=item.state.url, png=base64.b64decode(encoded)))
     return frames
-
-
-def thumbnail(png: bytes) -> bytes:
-    """``png`` scaled to ``FRAME_WIDTH`` as a JPEG: a tenth of the bytes, enough to follow the test."""
-    from PIL import Image  # a dependency of browser-use; imported only where frames are made
-
-    with Image.open(io.BytesIO(png)) as opened:
-        image = opened.convert("RGB")
-    if image.width > FRAME_WIDTH:
-        image = image.resize((FRAME_WIDTH, round(image.height * FRAME_WIDTH / image.width)))
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=FRAME_QUALITY)
-    return out.getvalue()
 
 
 def last_history_png(agent: Agent) -> bytes | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any, Literal
 
@@ -140,14 +141,32 @@ class GuiAction(BaseModel):
     locator: ElementLocator | None = Field(default=None, description="The element acted on, for a replayable test.")
 
 
+FRAME_WIDTH = 480  # px: frames are for a report's strip, not for the model
+FRAME_QUALITY = 70
+
+
 class GuiFrame(BaseModel):
-    """The page as the agent saw it before one of its steps: a small JPEG, for people to look at."""
+    """The page as the agent saw it before one of its steps (stored as a small JPEG, ``thumbnail``)."""
 
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     step: int = Field(description="Agent step (1-based) whose actions followed.")
     url: str = ""
-    jpeg: bytes = Field(repr=False)
+    png: bytes = Field(repr=False, description="The screenshot the agent was shown.")
+
+    def thumbnail(self) -> bytes:
+        """The screenshot scaled to ``FRAME_WIDTH`` as a JPEG: a tenth of the bytes, enough to follow
+        the test. CPU work (a decode, a resize, an encode): made where the run is stored, beside the
+        verdict's model call, not on the GUI test's path."""
+        from PIL import Image  # a dependency of browser-use; imported only where frames are made
+
+        with Image.open(io.BytesIO(self.png)) as opened:
+            image = opened.convert("RGB")
+        if image.width > FRAME_WIDTH:
+            image = image.resize((FRAME_WIDTH, round(image.height * FRAME_WIDTH / image.width)))
+        out = io.BytesIO()
+        image.save(out, format="JPEG", quality=FRAME_QUALITY)
+        return out.getvalue()
 
 
 class GuiRun(BaseModel):
