@@ -6,6 +6,7 @@ import asyncio
 import functools
 import http.server
 import json
+import logging
 import re
 import threading
 import time
@@ -219,6 +220,23 @@ async def test_a_session_opened_ahead_reads_its_page_at_once_and_the_agent_start
     assert len(opened_for) == 2, [r.last_user_text for r in server.requests]
     first, second = opened_for
     assert first < 2500 <= 3000 <= second, opened_for  # read at the load, not after the 3 s wait; then anew
+
+
+async def test_a_session_closed_while_it_reads_its_page_ahead_closes_without_errors(
+    shared_browser: SharedBrowser, site: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session nobody takes (a grade too low for a GUI test) may be closed while its read ahead
+    runs: the read ends first, and nothing of browser-use's reports a failure."""
+    url = f"{site}/clock.html"
+    with caplog.at_level(logging.WARNING):
+        for reading_for in (0.02, 0.05, 0.1):
+            prepared = await open_gui_session(url=url, cdp_url=shared_browser.ws_url)
+            await asyncio.sleep(reading_for)
+            await prepared.close()
+        await asyncio.sleep(0.5)  # anything cut off reports it by now
+    failures = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert failures == [], failures
+    assert url not in await page_urls(shared_browser)
 
 
 async def test_a_session_opened_for_another_page_is_closed_and_the_run_opens_its_own(

@@ -2,6 +2,7 @@
 
 - ``views``: ``GuiAgentSettings`` (how a run goes), ``GuiAction`` and ``GuiRun`` (what it did).
 - ``patches``: every adjustment to browser-use, applied when it is first imported, for one version.
+- ``session``: browser-use's session, able to read its page ahead of its agent's first step.
 - ``service``: the harness (``run_gui_agent``, ``open_gui_session``).
 
 Importing this package imports neither browser-use nor the browser tools and sets no environment

@@ -13,7 +13,6 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
-- A session whose first page read can be made ahead of its agent (``session_class``).
 - Per agent's actions, when asked (``type_as_webvoyager``): typing starts with a click and ends with
   Enter, as WebVoyager's does.
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
@@ -234,56 +233,8 @@ _EARLIER_SCREENSHOTS: contextvars.ContextVar[tuple[str, ...]] = contextvars.Cont
     "webgen_browser_use_earlier_screenshots", default=()
 )
 _PAGE_HIDDEN: contextvars.ContextVar[str] = contextvars.ContextVar("webgen_browser_use_page_hidden", default="")
-
-
 # What the request's browser state says instead of the page, where the page is not shown: WebVoyager
 # shows none at its last iteration, nor after a failed one (only its error then).
-@functools.cache
-def session_class() -> type[Any]:
-    """browser-use's ``BrowserSession``, whose first page read can be made ahead of its agent's first step.
-
-    A session opened ahead (``open_gui_session``) shows its page while the model grades the
-    screenshot; ``read_ahead`` reads it then (DOM, accessibility tree, screenshot: 0.15-0.2 s),
-    once settled, and the agent's first read gets that; later reads are made when asked. browser-use
-    has no setting for this: the read is overridden in a subclass."""
-    import_browser_use()
-    from browser_use import BrowserSession
-    from pydantic import PrivateAttr
-
-    class SessionReadingAhead(BrowserSession):
-        _read_ahead: asyncio.Task[Any] | None = PrivateAttr(default=None)
-
-        def read_ahead(self, settle_s: float) -> None:
-            """Read the page (as an agent's step does) ``settle_s`` from now, in the background."""
-
-            async def read() -> Any:
-                await asyncio.sleep(settle_s)
-                return await BrowserSession.get_browser_state_summary(self, include_screenshot=True)
-
-            self._read_ahead = asyncio.create_task(read())
-            self._read_ahead.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-        async def drop_read_ahead(self) -> None:
-            """Stop a read nobody took (the session is closing)."""
-            ahead, self._read_ahead = self._read_ahead, None
-            if ahead is not None:
-                ahead.cancel()
-                await asyncio.wait({ahead})
-
-        async def get_browser_state_summary(
-            self, include_screenshot: bool = True, cached: bool = False, include_recent_events: bool = False
-        ) -> Any:
-            ahead, self._read_ahead = self._read_ahead, None
-            if ahead is not None:
-                await asyncio.wait({ahead})  # one read at a time; a failed one is made again below
-                usable = not (ahead.cancelled() or ahead.exception() is not None)
-                if usable and include_screenshot and not cached and not include_recent_events:
-                    return ahead.result()
-            return await super().get_browser_state_summary(include_screenshot, cached, include_recent_events)
-
-    return SessionReadingAhead
-
-
 PAGE_NOT_SHOWN = "The page is not shown at this step: the maximum number of interactions has been reached."
 PAGE_NOT_SHOWN_AFTER_FAILURE = "The page is not shown at this step: the last step failed (its error is in the history)."
 # Attributes this project sets on a browser-use agent and its message manager (configure_agent).

@@ -30,9 +30,9 @@ from webgen_agent.tools.gui_agent.patches import (
     configure_agent,
     import_browser_use,
     own_event_lock,
-    session_class,
     type_as_webvoyager,
 )
+from webgen_agent.tools.gui_agent.session import session_class
 from webgen_agent.tools.gui_agent.steps import (
     ENDPOINT_FAILURE_LIMIT,
     Budget,
@@ -159,7 +159,6 @@ async def open_gui_session(
         lock = own_event_lock()
         session = _browser_session(url, endpoint.url, viewport, files)
         stack.push_async_callback(_kill_quietly, session)
-        stack.push_async_callback(session.drop_read_ahead)
         await asyncio.wait_for(session.start(), timeout_s)
         await asyncio.wait_for(session.navigate_to(url), timeout_s)
         loaded_at = time.monotonic()
