@@ -39,8 +39,12 @@ lap() {  # how long the part since the previous lap took
 need_apt=()
 # Chromium's headless shell (Debian's chromium-headless-shell): the browser the agent prefers, a fifth
 # less CPU than the full one (docs/performance.md). Where apt has no such package, the full Chromium.
+# Asked of apt unless the shell is there, or a full Chromium is and apt (as its lists stand) has no shell.
 headless_shell=/usr/lib/chromium/chromium-headless-shell
-[ -x "$headless_shell" ] || need_apt+=(BROWSER fonts-liberation)
+if [ ! -x "$headless_shell" ] && ! { command -v chromium >/dev/null 2>&1 \
+  && ! apt-cache show chromium-headless-shell >/dev/null 2>&1; }; then
+  need_apt+=(BROWSER fonts-liberation)
+fi
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 # The sandbox for generated code (npm install scripts, dev servers, shell actions): bwrap, and prlimit.
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
