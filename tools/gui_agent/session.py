@@ -12,6 +12,8 @@ from typing import Any
 
 from webgen_agent.tools.gui_agent.patches import import_browser_use
 
+READ_AHEAD_END_S = 2.0  # how long a close waits for a read ahead in flight to end
+
 
 @functools.cache
 def session_class() -> type[Any]:
@@ -27,21 +29,30 @@ def session_class() -> type[Any]:
 
     class SessionReadingAhead(BrowserSession):
         _read_ahead: asyncio.Task[Any] | None = PrivateAttr(default=None)
+        _reading: bool = PrivateAttr(default=False)  # the read ahead is past its settle wait
 
         def read_ahead(self, settle_s: float) -> None:
             """Read the page (as an agent's step does) ``settle_s`` from now, in the background."""
 
             async def read() -> Any:
                 await asyncio.sleep(settle_s)
+                self._reading = True
                 return await BrowserSession.get_browser_state_summary(self, include_screenshot=True)
 
             self._read_ahead = asyncio.create_task(read())
             self._read_ahead.add_done_callback(lambda done: done.cancelled() or done.exception())
 
         async def _end_read_ahead(self) -> None:
-            # A read nobody took ends before the session closes: cut off, its handlers log errors.
+            # A read nobody took: still waiting for the page to settle, stopped at once; reading, let
+            # end before the session closes (cut off, its handlers log errors), for a bounded time
+            # well within the callers' 5 s for a whole close, and stopped even if the close is.
             ahead, self._read_ahead = self._read_ahead, None
-            if ahead is not None and not (await asyncio.wait({ahead}, timeout=5))[0]:
+            if ahead is None:
+                return
+            try:
+                if self._reading:
+                    await asyncio.wait({ahead}, timeout=READ_AHEAD_END_S)
+            finally:
                 ahead.cancel()
 
         async def kill(self) -> None:
