@@ -261,7 +261,7 @@ async def _run_files(stack: contextlib.AsyncExitStack) -> _RunFiles:
 
 def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_files: _RunFiles) -> Any:
     """A browser-use session (not started) attached to ``cdp_url``, kept to ``url``'s site: a
-    ``BrowserSession`` that can read its page ahead (``patches.session_class``)."""
+    ``BrowserSession`` that can read its page ahead (``session.session_class``)."""
     from browser_use import BrowserProfile
     from browser_use.browser.profile import ViewportSize
 
