@@ -447,3 +447,25 @@ def test_the_size_cap_counts_what_a_command_writes_not_the_seeded_npm_cache(tmp_
         (workspace / "fill.bin").write_bytes(bytes(18 * 2**20))  # the command's writes: 18 MB
         assert sleeper.wait(timeout=30) == -signal.SIGKILL  # past the 16 MB cap: killed
         assert "reached 18 MB" in guard.message() and "over the 16 MB cap" in guard.message(), guard.message()
+
+
+def test_a_trees_size_counts_each_file_once_follows_no_link_and_is_never_under_the_walks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size a step's cap check reads (``tree_usage``, by du): a hardlinked file once, a link
+    to a large file outside not followed, a folder whose name has a newline read right; and the
+    walk's figure where du cannot run."""
+    from webgen_agent.tools.limits import disk_usage, tree_usage
+
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(os.urandom(8 * 2**20))
+    root = tmp_path / "project\nname"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "data.bin").write_bytes(os.urandom(2 * 2**20))
+    os.link(root / "src" / "data.bin", root / "src" / "same-data.bin")
+    (root / "big").symlink_to(outside)
+    measured = tree_usage(root)
+    assert 2 * 2**20 <= measured < 3 * 2**20, measured
+    assert measured >= disk_usage(root)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools-here"))
+    assert tree_usage(root) == disk_usage(root)

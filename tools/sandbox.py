@@ -35,7 +35,7 @@ from typing import Any, Literal
 from webgen_agent.core.context import SandboxSettings
 from webgen_agent.core.errors import ConfigError
 from webgen_agent.tools.bridge_python import bridge_python
-from webgen_agent.tools.limits import disk_usage
+from webgen_agent.tools.limits import tree_usage
 from webgen_agent.tools.netns import NetworkGate, NetworkPolicy, bridge_command, bwrap_args, proxy_env, registry_hosts
 from webgen_agent.tools.seccomp import seccomp_problem
 
@@ -476,7 +476,7 @@ def network_policy(settings: SandboxSettings, purpose: Literal["install", "serve
 
 def size_problem(workspace: Path, settings: SandboxSettings) -> str | None:
     """A message for the model when the workspace (node_modules included) is over the size cap."""
-    used = disk_usage(workspace)
+    used = tree_usage(workspace)
     if used <= settings.workspace_mb * 1024 * 1024:
         return None
     return (
