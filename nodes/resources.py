@@ -105,6 +105,7 @@ class Resources:
                 viewport=(context.viewport_width, context.viewport_height),
                 offline=context.offline_pages,
                 settle_s=context.rules.profile.gui_settle_after_load_s,  # as the agent's first step settles
+                webvoyager_start=context.rules.profile.gui_webvoyager_start,
             )
 
         task = asyncio.create_task(open_session())

@@ -20,7 +20,7 @@ from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.profiles import profile_rules
 from webgen_agent.nodes.gui_testing import SCREENSHOT_MARKER, upstream_trajectory
 from webgen_agent.nodes.profile import prompts_for
-from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, open_gui_session, run_gui_agent
 from webgen_agent.tools.gui_agent.patches import ENTER_AFTER_TYPING, PAGE_NOT_SHOWN, not_a_text_box_note
 from webgen_agent.tools.gui_agent.service import agent_tools
 from webgen_agent.tools.webgen_bench import UITestCase
@@ -63,6 +63,19 @@ add.addEventListener("submit", (event) => {
 </script></body></html>"""
 NUMBER_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Order</title></head>
 <body><label>How many <input type="number" placeholder="How many"></label></body></html>"""
+# A button at the viewport's centre that counts its clicks, and a key handler of the page's own on
+# window.onkeydown that says when it ran, set as the page loads and again 1.5 s later.
+CENTRE_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Todos</title>
+<style>body { margin: 0; height: 100vh }
+#centre { position: absolute; left: calc(50% - 60px); top: calc(50% - 20px); width: 120px; height: 40px }</style>
+</head><body><p id="clicks">Centre clicks: 0</p><p id="keys">Page key handler: not run</p>
+<input id="draft" placeholder="New todo"><button id="centre" type="button">Centre</button><script>
+let clicks = 0;
+centre.addEventListener("click", () => { clicks += 1; document.getElementById("clicks").textContent = `Centre clicks: ${clicks}` });
+const handler = () => { document.getElementById("keys").textContent = "Page key handler: ran" };
+window.onkeydown = handler;
+setTimeout(() => { window.onkeydown = handler }, 1500);
+</script></body></html>"""
 FORCED = "used up the interactions"
 # WebVoyager's waits before each read of the page, off where a test is about something else (they have
 # a test of their own).
@@ -79,6 +92,7 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "late.html").write_text(LATE_PAGE, encoding="utf-8")
     (root / "form.html").write_text(FORM_PAGE, encoding="utf-8")
     (root / "number.html").write_text(NUMBER_PAGE, encoding="utf-8")
+    (root / "centre.html").write_text(CENTRE_PAGE, encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -366,3 +380,67 @@ async def test_typing_into_what_may_not_be_a_text_box_is_noted_in_the_next_obser
         run = await run_gui_agent(url=page_url.replace("index.html", "number.html"), task="Order 3.", settings=settings)
     assert run.stopped_reason == "done", run.errors
     assert run.final_answer == "YES" and [r.rule_index for r in server.requests] == [1, 0]
+
+
+def types_after_the_start() -> Scenario:
+    """A VLM that types a todo once the centre was clicked, then answers by whether the page's own
+    key handler ran."""
+    return Scenario.model_validate(
+        {
+            "name": "types-after-the-start",
+            "rules": [
+                {"page_contains": ["Page key handler: ran"], "agent": {"actions": [{"done": {"text": "NO, it ran"}}]}},
+                {
+                    "turn": 0,
+                    "page_contains": ["Centre clicks: 1"],
+                    "agent": {"actions": [{"input": {"target": "New todo", "text": "Buy milk"}}]},
+                },
+                {"turn": 0, "agent": {"actions": [{"done": {"text": "NO, the centre was not clicked"}}]}},
+                {"agent": {"actions": [{"done": {"text": "YES"}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("prepared", [False, True], ids=["own-session", "prepared-session"])
+async def test_the_webvoyager_agent_clicks_the_body_and_guards_the_space_key_before_it_looks(
+    page_url: str, shared_browser, prepared: bool
+) -> None:
+    """Once its page has loaded, WebVoyager clicks the page's body (Selenium clicks an element at the
+    centre of its box in view) and replaces the page's window.onkeydown with its guard against the
+    space key (A webvoyager/run.py l.502-510): a control at the viewport's centre is clicked before
+    the agent's first look; and before typing it sets the guard again (l.410-415), so a handler the
+    page set again meanwhile (here 1.5 s after loading, before the agent's first look 2.5 s after)
+    never runs either. The default profile shows the page as it loaded. A session opened ahead does
+    the same (its guard is in place before the agent's first look); one opened without the start is
+    not taken by a run that asks for it."""
+    url = page_url.replace("index.html", "centre.html")
+    upstream = {
+        **profile_rules("upstream").gui_agent(),
+        **NO_WAITS,
+        "settle_after_load_s": 2.5,
+        "click_before_typing_s": 0.0,
+    }
+    answers = {}
+    handlers: list[str] = []  # window.onkeydown of each session opened ahead, before its run
+    for start in (True, False):
+        async with ScriptedServer(types_after_the_start()) as server:
+            settings = await scripted_agent(server, shared_browser, **{**upstream, "webvoyager_start": start})
+            session = None
+            if prepared:
+                opened_with = start if start else True  # the default run is offered a start it did not ask for
+                session = await open_gui_session(
+                    url=url, cdp_url=settings.cdp_url or "", viewport=settings.viewport, webvoyager_start=opened_with
+                )
+                cdp = await session.session.get_or_create_cdp_session()
+                shown = await cdp.cdp_client.send.Runtime.evaluate(
+                    params={"expression": "String(window.onkeydown)", "returnByValue": True}, session_id=cdp.session_id
+                )
+                handlers.append(shown["result"]["value"])
+            run = await run_gui_agent(url=url, task="Add a todo.", settings=settings, prepared=session)
+        assert run.stopped_reason == "done", run.errors
+        answers[start] = (run.final_answer, [r.rule_index for r in server.requests], run.prepared)
+    assert answers[True] == ("YES", [1, 3], prepared), answers
+    assert answers[False] == ("NO, the centre was not clicked", [2], False)
+    assert all("keyCode == 32" in handler for handler in handlers) and len(handlers) == (2 if prepared else 0)

@@ -51,6 +51,7 @@ class GuiAgentRules(TypedDict):
     settle_after_action_s: dict[str, float]
     click_before_typing_s: float | None
     enter_after_typing_s: float | None
+    webvoyager_start: bool
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,11 @@ class ProfileRules:
     # Typing ends with Enter this many seconds after the text (a form that submits on Enter is
     # submitted by typing alone); None: the agent presses Enter only as an action of its own.
     gui_enter_after_typing_s: float | None
+    # Once the page has loaded, the GUI agent clicks the page's body and replaces the page's own
+    # window.onkeydown with WebVoyager's guard against the space key (again before each typing, when
+    # it types as WebVoyager), before the wait after loading: a control at the viewport's centre is
+    # clicked, and a page's own key handler set that way no longer runs. False: the page as it loaded.
+    gui_webvoyager_start: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
@@ -196,6 +202,7 @@ class ProfileRules:
             "settle_after_action_s": dict(self.gui_settle_after_action_s),
             "click_before_typing_s": self.gui_click_before_typing_s,
             "enter_after_typing_s": self.gui_enter_after_typing_s,
+            "webvoyager_start": self.gui_webvoyager_start,
         }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:

@@ -92,6 +92,10 @@ RULES = ProfileRules(
     # Enter (its system prompt: "After typing, the system automatically hits `ENTER` key").
     gui_click_before_typing_s=1.0,
     gui_enter_after_typing_s=2.0,
+    # A webvoyager/run.py 502-510: once the page has loaded, a click on its body (a failed one passed
+    # over), then the guard against the space key on window.onkeydown, then the 5 s wait; the typing
+    # guard (text, textarea and search boxes spared) before each typing, l.410-415.
+    gui_webvoyager_start=True,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

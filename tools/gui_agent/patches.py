@@ -40,6 +40,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from webgen_agent.tools.gui_agent.webvoyager_page import guard_before_typing
+
 PINNED_BROWSER_USE = "0.13.14"
 
 # Set before browser_use is imported: no telemetry, cloud sync, version check or log handlers.
@@ -275,7 +277,9 @@ def not_a_text_box_note(tag: str, attributes: dict[str, str]) -> str | None:
     return f"Note: the element typed into may not be a text box (its tag is <{tag}>, its type {kind})."
 
 
-def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None) -> None:
+def type_as_webvoyager(
+    tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None, space_guard: bool = False
+) -> None:
     """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
     type as WebVoyager's Type does (A webvoyager/run.py 383-419): a click on the field and
     ``click_pause_s`` before the text (browser-use only focuses it, so a field that reacts to clicks,
@@ -283,6 +287,7 @@ def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s
     field (a form that submits on Enter is submitted by typing alone); the description then says
     so, as WebVoyager's system prompt does. None leaves that part browser-use's. Typing into what
     may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``).
+    ``space_guard``: WebVoyager's typing guard against the space key is set first (``webvoyager_page``).
     An index that names no element is left to browser-use's own answer, with nothing clicked or
     pressed."""
     check_browser_use_version()
@@ -304,6 +309,8 @@ def type_as_webvoyager(tools: Any, *, click_pause_s: float | None, enter_pause_s
         node = await session.get_element_by_index(kwargs["params"].index)
         if node is None:
             return await typing(**kwargs)
+        if space_guard:
+            await guard_before_typing(session)
         if click_pause_s is not None:
             try:
                 await send(session, ClickElementEvent(node=node))

@@ -47,6 +47,7 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
+from webgen_agent.tools.gui_agent.webvoyager_page import start_as_webvoyager
 from webgen_agent.tools.models import http_client_errors, shared_http_client, spend
 
 if TYPE_CHECKING:
@@ -124,11 +125,18 @@ class GuiSession:
     endpoint: ScopedEndpoint
     files: _RunFiles
     event_lock: Any
-    loaded_at: float  # when ``url`` finished loading (time.monotonic)
+    loaded_at: float  # when ``url`` finished loading (time.monotonic), and WebVoyager's start was made
+    webvoyager_start: bool  # the page was started on as WebVoyager does (``webvoyager_page``)
     _stack: contextlib.AsyncExitStack = field(repr=False)
 
-    def fits(self, url: str, viewport: tuple[int, int], offline: bool) -> bool:
-        return self.url == url and tuple(self.viewport) == tuple(viewport) and self.offline == offline
+    def fits(self, url: str, settings: GuiAgentSettings) -> bool:
+        """Whether a run with ``settings`` on ``url`` may take this session as its start."""
+        return (
+            self.url == url
+            and tuple(self.viewport) == tuple(settings.viewport)
+            and self.offline == settings.offline_pages
+            and self.webvoyager_start == settings.webvoyager_start
+        )
 
     async def close(self) -> None:
         """End the session, its endpoint (and so its browser context) and its temporary folder."""
@@ -143,9 +151,11 @@ async def open_gui_session(
     timeout_s: float = 20.0,
     offline: bool = False,
     settle_s: float = 0.0,
+    webvoyager_start: bool = False,
 ) -> GuiSession:
-    """Attach a browser-use session to ``cdp_url`` (a fresh context of its own), load ``url``, and
-    read the page as the agent's first step will, ``settle_s`` after it loaded.
+    """Attach a browser-use session to ``cdp_url`` (a fresh context of its own), load ``url`` (and,
+    with ``webvoyager_start``, start on it as WebVoyager does), and read the page as the agent's
+    first step will, ``settle_s`` after that.
 
     What a GUI agent run does before its first step, done ahead (e.g. while a model grades the
     screenshot). Raises when it cannot; a run without it starts the same way itself.
@@ -161,6 +171,8 @@ async def open_gui_session(
         stack.push_async_callback(_kill_quietly, session)
         await asyncio.wait_for(session.start(), timeout_s)
         await asyncio.wait_for(session.navigate_to(url), timeout_s)
+        if webvoyager_start:
+            await asyncio.wait_for(start_as_webvoyager(session), timeout_s)
         loaded_at = time.monotonic()
         session.read_ahead(settle_s)
     except BaseException:
@@ -176,6 +188,7 @@ async def open_gui_session(
         event_lock=lock,
         _stack=stack,
         loaded_at=loaded_at,
+        webvoyager_start=webvoyager_start,
     )
 
 
@@ -223,9 +236,7 @@ async def run_gui_agent(
             endpoint_down=endpoint_down,
         )
 
-    if prepared is not None and not (
-        prepared.fits(url, settings.viewport, settings.offline_pages) and prepared.session.is_cdp_connected
-    ):
+    if prepared is not None and not (prepared.fits(url, settings) and prepared.session.is_cdp_connected):
         await prepared.close()  # made for another page, or the browser went away meanwhile
         prepared = None
     async with contextlib.AsyncExitStack() as stack:
@@ -294,7 +305,10 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
     tools: Tools = Tools(exclude_actions=list(EXCLUDED_ACTIONS))
     if settings.click_before_typing_s is not None or settings.enter_after_typing_s is not None:
         type_as_webvoyager(
-            tools, click_pause_s=settings.click_before_typing_s, enter_pause_s=settings.enter_after_typing_s
+            tools,
+            click_pause_s=settings.click_before_typing_s,
+            enter_pause_s=settings.enter_after_typing_s,
+            space_guard=settings.webvoyager_start,
         )
     return tools
 
@@ -378,6 +392,7 @@ async def _run(
         settle_after_load_s=settings.settle_after_load_s,
         settle_after_action_s=settings.settle_after_action_s,
         loaded_at=prepared.loaded_at if prepared is not None else None,
+        webvoyager_start=settings.webvoyager_start and prepared is None,  # a prepared one made it
     )
     on_step_start, on_step_end = step_hooks(budget)
     # max_steps = max_actions: every step takes at least one action, and browser-use offers only

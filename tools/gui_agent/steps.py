@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from webgen_agent.tools.gui_agent.views import ElementLocator, GuiAction, GuiFrame, StoppedReason
+from webgen_agent.tools.gui_agent.webvoyager_page import start_as_webvoyager
 
 if TYPE_CHECKING:
     from browser_use import Agent
@@ -48,6 +49,7 @@ class Budget:
     settle_after_load_s: float = 0.0
     settle_after_action_s: dict[str, float] = field(default_factory=dict)
     loaded_at: float | None = None  # when the page was loaded (None: by the run's own first action)
+    webvoyager_start: bool = False  # start on the page as WebVoyager does, before the first step's wait
 
 
 def settle_seconds(agent: Agent, after: dict[str, float]) -> float:
@@ -94,6 +96,8 @@ def step_hooks(budget: Budget) -> tuple[Any, Any]:
     async def on_step_start(agent: Agent) -> None:
         budget.steps_started += 1
         remaining = budget.max_actions - budget.used
+        if budget.steps_started == 1 and budget.webvoyager_start:
+            await start_as_webvoyager(agent.browser_session)
         if budget.steps_started == 1 and budget.settle_after_load_s:
             loaded_at = budget.loaded_at if budget.loaded_at is not None else time.monotonic()
             await _settle(budget, loaded_at + budget.settle_after_load_s - time.monotonic())

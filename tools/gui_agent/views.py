@@ -78,6 +78,12 @@ class GuiAgentSettings(BaseModel):
         description="Typing ends with Enter this many seconds after the text, as WebVoyager's Type does, and the "
         "input action's description says so (None: browser-use's typing, no key pressed).",
     )
+    webvoyager_start: bool = Field(
+        default=False,
+        description="Once the page has loaded, click its body and put WebVoyager's guard against the space key "
+        "on window.onkeydown, as WebVoyager does before its first look (and the typing guard before each "
+        "typing, when typing as WebVoyager); False: the page as it loaded.",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,

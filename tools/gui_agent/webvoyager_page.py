@@ -1,0 +1,73 @@
+"""What WebVoyager does to the page it tests, besides the agent's own actions.
+
+Once the page has loaded it clicks the page's body (Selenium's click of the ``<body>`` element, a
+failure passed over) and sets a guard against the space key on ``window.onkeydown``, which replaces
+the page's own handler set there; before each typing it sets the guard again, search boxes spared
+too (A ``webvoyager/run.py`` l.502-510 and l.410-415; WebGen-RL's and WebGen-Bench's copies do the
+same). The profile's ``gui_webvoyager_start`` asks for it; the agent's actions are browser-use's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# The field types whose keydowns the guard lets through: on the first page, and before typing.
+START_SPARED = ("text", "textarea")
+TYPING_SPARED = ("text", "textarea", "search")
+
+# Where Selenium clicks an element (WebDriver's "in-view centre point"): the centre of the part of
+# the element's first box that is inside the viewport, rounded down; null when no part is in view,
+# where Selenium's click fails.
+_BODY_CLICK_POINT = """(() => {
+  const box = document.body && document.body.getClientRects()[0];
+  if (!box) return null;
+  const left = Math.max(0, Math.min(box.x, box.x + box.width));
+  const right = Math.min(window.innerWidth, Math.max(box.x, box.x + box.width));
+  const top = Math.max(0, Math.min(box.y, box.y + box.height));
+  const bottom = Math.min(window.innerHeight, Math.max(box.y, box.y + box.height));
+  if (right <= left || bottom <= top) return null;
+  return [Math.floor((left + right) / 2), Math.floor((top + bottom) / 2)];
+})()"""
+
+
+def space_key_guard(spared: tuple[str, ...]) -> str:
+    """The script that sets WebVoyager's guard: a space pressed outside the ``spared`` field types does nothing."""
+    let_through = " && ".join(f"event.target.type != '{kind}'" for kind in spared)
+    return f"window.onkeydown = function (event) {{ if (event.keyCode == 32 && {let_through}) {{ event.preventDefault(); }} }};"
+
+
+async def _evaluate(cdp: Any, expression: str) -> Any:
+    answer = await cdp.cdp_client.send.Runtime.evaluate(
+        params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id
+    )
+    return (answer.get("result") or {}).get("value")
+
+
+async def start_as_webvoyager(session: Any) -> None:
+    """Click the body of the page ``session`` (a started browser-use session) shows, then guard the
+    space key, as WebVoyager does once its page has loaded. Never raises: upstream passes over a
+    failed click, and a page that cannot take the guard is read as it is."""
+    try:
+        cdp = await session.get_or_create_cdp_session()
+        point = await _evaluate(cdp, _BODY_CLICK_POINT)
+        if isinstance(point, list) and len(point) == 2:
+            x, y = point
+            # Selenium's click: the pointer moved there, pressed and released, with no pause.
+            for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+                params: dict[str, Any] = {"type": kind, "x": x, "y": y}
+                if kind != "mouseMoved":
+                    params |= {"button": "left", "clickCount": 1}
+                await cdp.cdp_client.send.Input.dispatchMouseEvent(params=params, session_id=cdp.session_id)
+        await _evaluate(cdp, space_key_guard(START_SPARED))
+    except Exception as exc:
+        logger.debug("WebVoyager's start on the page failed: %s", exc)
+
+
+async def guard_before_typing(session: Any) -> None:
+    """Set WebVoyager's typing guard on the page ``session`` shows (a failure passed over, as upstream)."""
+    with contextlib.suppress(Exception):
+        await _evaluate(await session.get_or_create_cdp_session(), space_key_guard(TYPING_SPARED))
