@@ -76,6 +76,13 @@ const handler = () => { document.getElementById("keys").textContent = "Page key 
 window.onkeydown = handler;
 setTimeout(() => { window.onkeydown = handler }, 1500);
 </script></body></html>"""
+# A link meant for a new tab, and the page it opens, which says how long its tab's history is (1 in a
+# tab of its own; more when it opened in the tab of the first page).
+LINK_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Home</title></head>
+<body><h1>Home</h1><a href="scores.html" target="_blank">Open scores</a></body></html>"""
+SCORES_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title></head>
+<body><h1>Scores</h1><p id="history"></p>
+<script>document.getElementById("history").textContent = `Tab history: ${history.length}`</script></body></html>"""
 FORCED = "used up the interactions"
 # WebVoyager's waits before each read of the page, off where a test is about something else (they have
 # a test of their own).
@@ -93,6 +100,8 @@ def page_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (root / "form.html").write_text(FORM_PAGE, encoding="utf-8")
     (root / "number.html").write_text(NUMBER_PAGE, encoding="utf-8")
     (root / "centre.html").write_text(CENTRE_PAGE, encoding="utf-8")
+    (root / "link.html").write_text(LINK_PAGE, encoding="utf-8")
+    (root / "scores.html").write_text(SCORES_PAGE, encoding="utf-8")
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -444,3 +453,39 @@ async def test_the_webvoyager_agent_clicks_the_body_and_guards_the_space_key_bef
     assert answers[True] == ("YES", [1, 3], prepared), answers
     assert answers[False] == ("NO, the centre was not clicked", [2], False)
     assert all("keyCode == 32" in handler for handler in handlers) and len(handlers) == (2 if prepared else 0)
+
+
+def follows_a_link() -> Scenario:
+    """A VLM that clicks a link meant for a new tab, then answers by whether the tab has a history."""
+    return Scenario.model_validate(
+        {
+            "name": "follows-a-link",
+            "rules": [
+                {"page_contains": ["Tab history: 1"], "agent": {"actions": [{"done": {"text": "NO, a new tab"}}]}},
+                {"page_contains": ["Tab history: "], "agent": {"actions": [{"done": {"text": "YES, same tab"}}]}},
+                {"turn": 0, "agent": {"actions": [{"click": {"target": "Open scores"}}]}},
+                {"agent": {"actions": [{"done": {"text": "NO, no scores shown"}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+async def test_the_webvoyager_agent_opens_a_link_meant_for_a_new_tab_in_its_own_tab(
+    page_url: str, shared_browser
+) -> None:
+    """WebVoyager sets the target of each element it clicks to _self (A webvoyager/run.py l.377-380):
+    a link meant for a new tab opens in the agent's tab, whose history then holds the page it came
+    from. browser-use's own click opens the new tab and follows it there, a tab with no history."""
+    url = page_url.replace("index.html", "link.html")
+    upstream = {**profile_rules("upstream").gui_agent(), **NO_WAITS, "settle_after_action_s": {"click": 1.0}}
+    assert upstream["click_in_same_tab"] is True
+    assert profile_rules("default").gui_agent()["click_in_same_tab"] is False
+    answers = {}
+    for same_tab in (True, False):
+        async with ScriptedServer(follows_a_link()) as server:
+            settings = await scripted_agent(server, shared_browser, **{**upstream, "click_in_same_tab": same_tab})
+            run = await run_gui_agent(url=url, task="Open the scores.", settings=settings)
+        assert run.stopped_reason == "done", run.errors
+        answers[same_tab] = (run.final_answer, [r.rule_index for r in server.requests])
+    assert answers == {True: ("YES, same tab", [2, 1]), False: ("NO, a new tab", [2, 0])}, answers

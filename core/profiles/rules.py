@@ -52,6 +52,7 @@ class GuiAgentRules(TypedDict):
     click_before_typing_s: float | None
     enter_after_typing_s: float | None
     webvoyager_start: bool
+    click_in_same_tab: bool
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,10 @@ class ProfileRules:
     # it types as WebVoyager), before the wait after loading: a control at the viewport's centre is
     # clicked, and a page's own key handler set that way no longer runs. False: the page as it loaded.
     gui_webvoyager_start: bool
+    # Before each click the GUI agent sets the clicked element's target to _self, so that a link
+    # meant for a new tab opens in the agent's own tab (its history kept: going back returns);
+    # False: browser-use's click, where such a link opens a new tab and the agent follows it there.
+    gui_click_in_same_tab: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
@@ -203,6 +208,7 @@ class ProfileRules:
             "click_before_typing_s": self.gui_click_before_typing_s,
             "enter_after_typing_s": self.gui_enter_after_typing_s,
             "webvoyager_start": self.gui_webvoyager_start,
+            "click_in_same_tab": self.gui_click_in_same_tab,
         }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:

@@ -96,6 +96,8 @@ RULES = ProfileRules(
     # over), then the guard against the space key on window.onkeydown, then the 5 s wait; the typing
     # guard (text, textarea and search boxes spared) before each typing, l.410-415.
     gui_webvoyager_start=True,
+    # A webvoyager/run.py 377-380: every click sets the element's target to _self first.
+    gui_click_in_same_tab=True,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

@@ -14,7 +14,8 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
 - Per agent's actions, when asked (``type_as_webvoyager``): typing starts with a click and ends with
-  Enter, as WebVoyager's does.
+  Enter, as WebVoyager's does; each click sets the element's target to _self first
+  (``click_in_same_tab``).
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
   (``_keep_recent_screenshots``), a prompt of our own added to the last step
   (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
@@ -40,7 +41,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from webgen_agent.tools.gui_agent.webvoyager_page import guard_before_typing
+from webgen_agent.tools.gui_agent.webvoyager_page import guard_before_typing, open_in_same_tab
 
 PINNED_BROWSER_USE = "0.13.14"
 
@@ -335,6 +336,27 @@ def type_as_webvoyager(
     registered.function = functools.wraps(typing)(typed_as_webvoyager)
     if enter_pause_s is not None:
         registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
+
+
+def click_in_same_tab(tools: Any) -> None:
+    """Make each click by index of ``tools`` (a browser-use ``Tools``) set the clicked element's
+    ``target`` to ``_self`` first, as WebVoyager's click does (A webvoyager/run.py 377-380): a link
+    meant for a new tab opens in the agent's tab. browser-use keeps the handler both forms of its
+    click action call (with and without coordinates) on the ``Tools``, so that is what is wrapped:
+    the action survives being registered again. An index that names no element is left to
+    browser-use's own answer."""
+    check_browser_use_version()
+    clicking = getattr(tools, "_click_by_index", None)
+    if clicking is None or "browser_session" not in inspect.signature(clicking).parameters:
+        raise UnsupportedBrowserUse("browser-use's click has no handler by index to set the target before")
+
+    async def clicked_in_same_tab(params: Any, browser_session: Any) -> Any:
+        node = await browser_session.get_element_by_index(params.index) if params.index else None
+        if node is not None:
+            await open_in_same_tab(browser_session, node)
+        return await clicking(params, browser_session)
+
+    tools._click_by_index = functools.wraps(clicking)(clicked_in_same_tab)
 
 
 @functools.cache

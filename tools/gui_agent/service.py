@@ -27,6 +27,7 @@ from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.gui_agent.patches import (
     UnsupportedBrowserUse,
     check_browser_use_version,
+    click_in_same_tab,
     configure_agent,
     import_browser_use,
     own_event_lock,
@@ -310,6 +311,8 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
             enter_pause_s=settings.enter_after_typing_s,
             space_guard=settings.webvoyager_start,
         )
+    if settings.click_in_same_tab:
+        click_in_same_tab(tools)
     return tools
 
 

@@ -84,6 +84,11 @@ class GuiAgentSettings(BaseModel):
         "on window.onkeydown, as WebVoyager does before its first look (and the typing guard before each "
         "typing, when typing as WebVoyager); False: the page as it loaded.",
     )
+    click_in_same_tab: bool = Field(
+        default=False,
+        description="Before each click, set the clicked element's target to _self, as WebVoyager does: a link "
+        "meant for a new tab opens in the agent's own tab (False: browser-use's click, which follows the new tab).",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,

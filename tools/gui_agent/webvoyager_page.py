@@ -4,7 +4,9 @@ Once the page has loaded it clicks the page's body (Selenium's click of the ``<b
 failure passed over) and sets a guard against the space key on ``window.onkeydown``, which replaces
 the page's own handler set there; before each typing it sets the guard again, search boxes spared
 too (A ``webvoyager/run.py`` l.502-510 and l.410-415; WebGen-RL's and WebGen-Bench's copies do the
-same). The profile's ``gui_webvoyager_start`` asks for it; the agent's actions are browser-use's.
+same). The profile's ``gui_webvoyager_start`` asks for it. Before each click it sets the clicked
+element's ``target`` to ``_self`` (l.377-380), so a link meant for a new tab opens in its own tab
+(the profile's ``gui_click_in_same_tab``). The agent's actions are browser-use's.
 """
 
 from __future__ import annotations
@@ -71,3 +73,23 @@ async def guard_before_typing(session: Any) -> None:
     """Set WebVoyager's typing guard on the page ``session`` shows (a failure passed over, as upstream)."""
     with contextlib.suppress(Exception):
         await _evaluate(await session.get_or_create_cdp_session(), space_key_guard(TYPING_SPARED))
+
+
+# WebVoyager's script before each click (A webvoyager/run.py l.378), on the element clicked.
+_TARGET_SELF = "function () { this.setAttribute('target', '_self'); }"
+
+
+async def open_in_same_tab(session: Any, node: Any) -> None:
+    """Set the ``target`` of ``node`` (an element of the page ``session`` shows) to ``_self``, as
+    WebVoyager does before each click. Never raises: the click goes on, as upstream's would."""
+    try:
+        cdp = await session.cdp_client_for_node(node)
+        resolved = await cdp.cdp_client.send.DOM.resolveNode(
+            params={"backendNodeId": node.backend_node_id}, session_id=cdp.session_id
+        )
+        await cdp.cdp_client.send.Runtime.callFunctionOn(
+            params={"functionDeclaration": _TARGET_SELF, "objectId": resolved["object"]["objectId"]},
+            session_id=cdp.session_id,
+        )
+    except Exception as exc:
+        logger.debug("Setting the clicked element's target failed: %s", exc)
