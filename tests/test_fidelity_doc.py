@@ -14,6 +14,7 @@ DOC = ROOT / "docs" / "fidelity.md"
 LETTERS = {
     "F": "tests/test_fidelity.py",
     "G": "tests/test_gui_forced_answer.py",
+    "V": "tests/test_gui_webvoyager_actions.py",
     "W": "tests/test_bench.py",
     "R": "tests/test_fidelity_rules.py",
     "S": "tests/test_upstream_steps.py",
@@ -21,7 +22,7 @@ LETTERS = {
     "U": "tests/test_upstream_pools.py",
 }
 # A letter, a test file or a test name, in the order they appear in a cell or paragraph.
-TOKEN = re.compile(r"\b([FGWRSPU]) (?=`test_|\()|`(tests/[\w/]+\.py)`|`(test_\w+)`")
+TOKEN = re.compile(r"\b([FGVWRSPU]) (?=`test_|\()|`(tests/[\w/]+\.py)`|`(test_\w+)`")
 MARK = re.compile(r"\| \*\*(exact|partly|differs)\*\*: ")
 
 

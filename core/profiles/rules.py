@@ -53,6 +53,7 @@ class GuiAgentRules(TypedDict):
     enter_after_typing_s: float | None
     webvoyager_start: bool
     click_in_same_tab: bool
+    scroll_as_webvoyager: bool
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,10 @@ class ProfileRules:
     # meant for a new tab opens in the agent's own tab (its history kept: going back returns);
     # False: browser-use's click, where such a link opens a new tab and the agent follows it there.
     gui_click_in_same_tab: bool
+    # The GUI agent's scroll is WebVoyager's: the window by two thirds of its height, or an element
+    # focused and Alt with an arrow key pressed on it, a direction the only choice; False:
+    # browser-use's scroll by pages of the viewport, as many as the model asks for.
+    gui_scroll_as_webvoyager: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
@@ -209,6 +214,7 @@ class ProfileRules:
             "enter_after_typing_s": self.gui_enter_after_typing_s,
             "webvoyager_start": self.gui_webvoyager_start,
             "click_in_same_tab": self.gui_click_in_same_tab,
+            "scroll_as_webvoyager": self.gui_scroll_as_webvoyager,
         }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:

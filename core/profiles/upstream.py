@@ -98,6 +98,9 @@ RULES = ProfileRules(
     gui_webvoyager_start=True,
     # A webvoyager/run.py 377-380: every click sets the element's target to _self first.
     gui_click_in_same_tab=True,
+    # A webvoyager/run.py 422-451: the window scrolled by window_height * 2 // 3, or an element focused
+    # and Alt+ArrowDown / Alt+ArrowUp pressed on it.
+    gui_scroll_as_webvoyager=True,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

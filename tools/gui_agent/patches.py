@@ -13,9 +13,8 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 - bubus's one event lock per process made one lock per run (``own_event_lock``).
 - A click waits ``CLICK_DOWNLOAD_WAIT_S`` for a download to start, not 0.5 s.
 - Its config folders made once, at import, not on every config read (``_make_config_dirs_once``).
-- Per agent's actions, when asked (``type_as_webvoyager``): typing starts with a click and ends with
-  Enter, as WebVoyager's does; each click sets the element's target to _self first
-  (``click_in_same_tab``).
+- Per agent's actions, when asked: WebVoyager's typing, clicking and scrolling
+  (``tools/gui_agent/webvoyager_actions.py``).
 - Per agent, when asked (``configure_agent``): the latest screenshots kept in each request
   (``_keep_recent_screenshots``), a prompt of our own added to the last step
   (``_add_last_step_prompt``), and WebVoyager's messages only: no step-budget warning
@@ -25,7 +24,6 @@ pyproject.toml): another version gets a clear error instead of a patch that may 
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import contextvars
@@ -40,8 +38,6 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any
-
-from webgen_agent.tools.gui_agent.webvoyager_page import guard_before_typing, open_in_same_tab
 
 PINNED_BROWSER_USE = "0.13.14"
 
@@ -260,103 +256,6 @@ def configure_agent(
     setattr(agent._message_manager, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
     setattr(agent, _LAST_STEP_ATTRIBUTE, last_step_prompt)
     setattr(agent, _WEBVOYAGER_ATTRIBUTE, webvoyager_messages)
-
-
-# What WebVoyager's system prompt says of its Type action, added to the input action's description.
-ENTER_AFTER_TYPING = "After typing, the system automatically hits the Enter key."
-# The input types WebVoyager takes for text boxes (A webvoyager/run.py 390-392); typing into anything
-# else (a textarea excepted) goes on, with a note in the next observation.
-_TEXT_BOX_TYPES = ("text", "search", "password", "email", "tel")
-
-
-def not_a_text_box_note(tag: str, attributes: dict[str, str]) -> str | None:
-    """The note WebVoyager's observation carries after typing into an element that may not be a text
-    box (its tag and its ``type`` as the DOM reports them); None for a text box."""
-    kind = attributes.get("type", "text").lower() if tag == "input" else attributes.get("type")
-    if tag == "textarea" or (tag == "input" and kind in _TEXT_BOX_TYPES):
-        return None
-    return f"Note: the element typed into may not be a text box (its tag is <{tag}>, its type {kind})."
-
-
-def type_as_webvoyager(
-    tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None, space_guard: bool = False
-) -> None:
-    """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
-    type as WebVoyager's Type does (A webvoyager/run.py 383-419): a click on the field and
-    ``click_pause_s`` before the text (browser-use only focuses it, so a field that reacts to clicks,
-    such as a combobox opening its options, did not react), then ``enter_pause_s`` and Enter in the
-    field (a form that submits on Enter is submitted by typing alone); the description then says
-    so, as WebVoyager's system prompt does. None leaves that part browser-use's. Typing into what
-    may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``).
-    ``space_guard``: WebVoyager's typing guard against the space key is set first (``webvoyager_page``).
-    An index that names no element is left to browser-use's own answer, with nothing clicked or
-    pressed."""
-    check_browser_use_version()
-    from browser_use.agent.views import ActionResult
-    from browser_use.browser.events import ClickElementEvent, SendKeysEvent
-
-    registered = tools.registry.registry.actions.get("input")
-    if registered is None or "browser_session" not in inspect.signature(registered.function).parameters:
-        raise UnsupportedBrowserUse("browser-use's input action is not the one typing can be extended for")
-    typing = registered.function
-
-    async def send(session: Any, event: Any) -> None:
-        dispatched = session.event_bus.dispatch(event)
-        await dispatched
-        await dispatched.event_result(raise_if_any=True, raise_if_none=False)
-
-    async def typed_as_webvoyager(**kwargs: Any) -> Any:
-        session = kwargs["browser_session"]
-        node = await session.get_element_by_index(kwargs["params"].index)
-        if node is None:
-            return await typing(**kwargs)
-        if space_guard:
-            await guard_before_typing(session)
-        if click_pause_s is not None:
-            try:
-                await send(session, ClickElementEvent(node=node))
-            except Exception as exc:  # WebVoyager's click failing fails its Type: the agent is told
-                return ActionResult(error=f"Clicking the field before typing failed: {type(exc).__name__}: {exc}")
-            await asyncio.sleep(click_pause_s)
-        result = await typing(**kwargs)
-        if result.error is not None:
-            return result
-        said = result.extracted_content
-        if enter_pause_s is not None:
-            await asyncio.sleep(enter_pause_s)
-            try:
-                await send(session, SendKeysEvent(keys="Enter"))
-            except Exception as exc:
-                return ActionResult(error=f"Typed, but pressing Enter failed: {type(exc).__name__}: {exc}")
-            said = f"{said}, then pressed Enter"
-        note = not_a_text_box_note(node.tag_name, node.attributes or {})
-        said = f"{said}\n{note}" if note is not None else said
-        return result.model_copy(update={"extracted_content": said, "long_term_memory": said})
-
-    registered.function = functools.wraps(typing)(typed_as_webvoyager)
-    if enter_pause_s is not None:
-        registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
-
-
-def click_in_same_tab(tools: Any) -> None:
-    """Make each click by index of ``tools`` (a browser-use ``Tools``) set the clicked element's
-    ``target`` to ``_self`` first, as WebVoyager's click does (A webvoyager/run.py 377-380): a link
-    meant for a new tab opens in the agent's tab. browser-use keeps the handler both forms of its
-    click action call (with and without coordinates) on the ``Tools``, so that is what is wrapped:
-    the action survives being registered again. An index that names no element is left to
-    browser-use's own answer."""
-    check_browser_use_version()
-    clicking = getattr(tools, "_click_by_index", None)
-    if clicking is None or "browser_session" not in inspect.signature(clicking).parameters:
-        raise UnsupportedBrowserUse("browser-use's click has no handler by index to set the target before")
-
-    async def clicked_in_same_tab(params: Any, browser_session: Any) -> Any:
-        node = await browser_session.get_element_by_index(params.index) if params.index else None
-        if node is not None:
-            await open_in_same_tab(browser_session, node)
-        return await clicking(params, browser_session)
-
-    tools._click_by_index = functools.wraps(clicking)(clicked_in_same_tab)
 
 
 @functools.cache

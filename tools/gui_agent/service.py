@@ -27,11 +27,9 @@ from webgen_agent.tools.cdp_scope import ScopedEndpoint, scoped_cdp_endpoint
 from webgen_agent.tools.gui_agent.patches import (
     UnsupportedBrowserUse,
     check_browser_use_version,
-    click_in_same_tab,
     configure_agent,
     import_browser_use,
     own_event_lock,
-    type_as_webvoyager,
 )
 from webgen_agent.tools.gui_agent.session import session_class
 from webgen_agent.tools.gui_agent.steps import (
@@ -48,6 +46,11 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
+from webgen_agent.tools.gui_agent.webvoyager_actions import (
+    click_in_same_tab,
+    scroll_as_webvoyager,
+    type_as_webvoyager,
+)
 from webgen_agent.tools.gui_agent.webvoyager_page import start_as_webvoyager
 from webgen_agent.tools.models import http_client_errors, shared_http_client, spend
 
@@ -313,6 +316,8 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
         )
     if settings.click_in_same_tab:
         click_in_same_tab(tools)
+    if settings.scroll_as_webvoyager:
+        scroll_as_webvoyager(tools, window_height=settings.viewport[1])
     return tools
 
 

@@ -89,6 +89,11 @@ class GuiAgentSettings(BaseModel):
         description="Before each click, set the clicked element's target to _self, as WebVoyager does: a link "
         "meant for a new tab opens in the agent's own tab (False: browser-use's click, which follows the new tab).",
     )
+    scroll_as_webvoyager: bool = Field(
+        default=False,
+        description="Scroll as WebVoyager does: the window by two thirds of the viewport's height, or an element "
+        "focused and Alt with an arrow key pressed on it (False: browser-use's scroll by pages).",
+    )
     max_failures: int | None = Field(
         default=3,
         ge=1,

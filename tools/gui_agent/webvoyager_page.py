@@ -6,7 +6,9 @@ the page's own handler set there; before each typing it sets the guard again, se
 too (A ``webvoyager/run.py`` l.502-510 and l.410-415; WebGen-RL's and WebGen-Bench's copies do the
 same). The profile's ``gui_webvoyager_start`` asks for it. Before each click it sets the clicked
 element's ``target`` to ``_self`` (l.377-380), so a link meant for a new tab opens in its own tab
-(the profile's ``gui_click_in_same_tab``). The agent's actions are browser-use's.
+(the profile's ``gui_click_in_same_tab``); its Scroll moves the window by two thirds of its height,
+or focuses an element and presses Alt and an arrow key on it (l.422-451, the profile's
+``gui_scroll_as_webvoyager``). The agent's other actions are browser-use's.
 """
 
 from __future__ import annotations
@@ -93,3 +95,37 @@ async def open_in_same_tab(session: Any, node: Any) -> None:
         )
     except Exception as exc:
         logger.debug("Setting the clicked element's target failed: %s", exc)
+
+
+# Alt held while an arrow key is pressed, as Selenium's ActionChains sends them: the Alt key (its bit
+# in CDP's modifiers is 1), the arrow with Alt's bit, the arrow up, Alt up.
+_ALT = {"key": "Alt", "code": "AltLeft", "windowsVirtualKeyCode": 18}
+_ARROWS = {True: ("ArrowDown", 40), False: ("ArrowUp", 38)}
+
+
+async def scroll_window(session: Any, pixels: int) -> None:
+    """Scroll the window of the page ``session`` shows by ``pixels`` (up when negative), as
+    WebVoyager's ``window.scrollBy`` does."""
+    await _evaluate(await session.get_or_create_cdp_session(), f"window.scrollBy(0, {int(pixels)});")
+
+
+async def scroll_element(session: Any, node: Any, *, down: bool) -> None:
+    """Focus ``node`` and press Alt+ArrowDown (``down``) or Alt+ArrowUp on it, as WebVoyager scrolls an
+    element. Raises as upstream's does when the element cannot be focused or keys cannot be sent."""
+    cdp = await session.cdp_client_for_node(node)
+    resolved = await cdp.cdp_client.send.DOM.resolveNode(
+        params={"backendNodeId": node.backend_node_id}, session_id=cdp.session_id
+    )
+    await cdp.cdp_client.send.Runtime.callFunctionOn(
+        params={"functionDeclaration": "function () { this.focus(); }", "objectId": resolved["object"]["objectId"]},
+        session_id=cdp.session_id,
+    )
+    key, code = _ARROWS[down]
+    arrow = {"key": key, "code": key, "windowsVirtualKeyCode": code, "modifiers": 1}
+    for event in (
+        {"type": "rawKeyDown", **_ALT, "modifiers": 1},
+        {"type": "rawKeyDown", **arrow},
+        {"type": "keyUp", **arrow},
+        {"type": "keyUp", **_ALT, "modifiers": 0},
+    ):
+        await cdp.cdp_client.send.Input.dispatchKeyEvent(params=event, session_id=cdp.session_id)
