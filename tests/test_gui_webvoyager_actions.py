@@ -14,9 +14,13 @@ from tests.gui_pages import NO_WAITS, scripted_agent, serve_pages
 from webgen_agent.apps.scripted.server import ScriptedServer
 from webgen_agent.apps.scripted.views import Scenario
 from webgen_agent.core.profiles import profile_rules
-from webgen_agent.tools.gui_agent import open_gui_session, run_gui_agent
+from webgen_agent.tools.gui_agent import GuiAgentSettings, open_gui_session, run_gui_agent
 from webgen_agent.tools.gui_agent.service import agent_tools
-from webgen_agent.tools.gui_agent.webvoyager_actions import ENTER_AFTER_TYPING, not_a_text_box_note
+from webgen_agent.tools.gui_agent.webvoyager_actions import (
+    ENTER_AFTER_TYPING,
+    WEBVOYAGER_ACTIONS,
+    not_a_text_box_note,
+)
 
 # A form that adds its draft on submit, saying whether the field was clicked 1 s before the text and
 # whether Enter came 2 s after it.
@@ -74,6 +78,12 @@ document.getElementById("list").addEventListener("keydown", (event) => {
 });
 </script></body></html>"""
 
+# A page that says it is ready 4.5 s after it loads.
+SLOW_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>Scores</title></head>
+<body><p id="status">Loading scores</p>
+<script>setTimeout(() => { document.getElementById("status").textContent = "Scores ready" }, 4500)</script>
+</body></html>"""
+
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[str]:
@@ -85,6 +95,7 @@ def site() -> Iterator[str]:
             "link.html": LINK_PAGE,
             "scores.html": SCORES_PAGE,
             "scroll.html": SCROLL_PAGE,
+            "slow.html": SLOW_PAGE,
         }
     ) as base:
         yield base
@@ -260,12 +271,10 @@ async def test_the_webvoyager_agent_opens_a_link_meant_for_a_new_tab_in_its_own_
     from. browser-use's own click opens the new tab and follows it there, a tab with no history."""
     url = site + "link.html"
     upstream = {**profile_rules("upstream").gui_agent(), **NO_WAITS, "settle_after_action_s": {"click": 1.0}}
-    assert upstream["click_in_same_tab"] is True
-    assert profile_rules("default").gui_agent()["click_in_same_tab"] is False
     answers = {}
     for same_tab in (True, False):
         async with ScriptedServer(follows_a_link()) as server:
-            settings = await scripted_agent(server, shared_browser, **{**upstream, "click_in_same_tab": same_tab})
+            settings = await scripted_agent(server, shared_browser, **{**upstream, "webvoyager_actions": same_tab})
             run = await run_gui_agent(url=url, task="Open the scores.", settings=settings)
         assert run.stopped_reason == "done", run.errors
         answers[same_tab] = (run.final_answer, [r.rule_index for r in server.requests])
@@ -302,13 +311,11 @@ async def test_the_webvoyager_agent_scrolls_two_thirds_of_the_window_or_presses_
     WebVoyager's does not offer."""
     url = site + "scroll.html"
     upstream = {**profile_rules("upstream").gui_agent(), **NO_WAITS}
-    assert upstream["scroll_as_webvoyager"] is True
-    assert profile_rules("default").gui_agent()["scroll_as_webvoyager"] is False
     answers = {}
     for webvoyager in (True, False):
         async with ScriptedServer(scrolls_the_window_then_a_list()) as server:
             settings = await scripted_agent(
-                server, shared_browser, **{**upstream, "scroll_as_webvoyager": webvoyager}, viewport=(1024, 768)
+                server, shared_browser, **{**upstream, "webvoyager_actions": webvoyager}, viewport=(1024, 768)
             )
             scroll = agent_tools(settings).registry.registry.actions["scroll"]
             assert ("pages" in scroll.param_model.model_fields) is not webvoyager
@@ -316,3 +323,52 @@ async def test_the_webvoyager_agent_scrolls_two_thirds_of_the_window_or_presses_
         assert run.stopped_reason == "done", run.errors
         answers[webvoyager] = (run.final_answer, [r.rule_index for r in server.requests])
     assert answers == {True: ("YES", [3, 1, 0]), False: ("NO, a whole page", [3, 2])}, answers
+
+
+def test_the_webvoyager_agent_is_offered_webvoyagers_actions_only() -> None:
+    """WebVoyager's agent can Click, Type, Scroll, Wait, GoBack, Google and ANSWER (A webvoyager/run.py
+    l.631-708), Google being off the site here; browser-use's own agent can also run JavaScript,
+    search the page, press keys, visit URLs and switch tabs. Its Wait takes no duration and its Scroll
+    no number of pages."""
+    assert profile_rules("upstream").gui_agent()["webvoyager_actions"] is True
+    assert profile_rules("default").gui_agent()["webvoyager_actions"] is False
+
+    def offered(webvoyager: bool) -> dict[str, set[str]]:
+        settings = GuiAgentSettings(
+            model="vlm", base_url="http://127.0.0.1:9/v1", api_key="k", webvoyager_actions=webvoyager
+        )
+        actions = agent_tools(settings).registry.registry.actions
+        return {name: set(action.param_model.model_fields) for name, action in actions.items()}
+
+    webvoyager, own = offered(True), offered(False)
+    assert sorted(webvoyager) == sorted(WEBVOYAGER_ACTIONS)
+    assert "seconds" not in webvoyager["wait"] and "pages" not in webvoyager["scroll"]
+    assert {"evaluate", "navigate", "send_keys", "switch", "search_page"} <= set(own)
+    assert "seconds" in own["wait"] and "pages" in own["scroll"]
+
+
+def waits_then_answers() -> Scenario:
+    """A VLM that waits once, then answers by whether the scores are ready."""
+    return Scenario.model_validate(
+        {
+            "name": "waits",
+            "rules": [
+                {"page_contains": ["Scores ready"], "agent": {"actions": [{"done": {"text": "YES"}}]}},
+                {"turn": 0, "agent": {"actions": [{"wait": {}}]}},
+                {"agent": {"actions": [{"done": {"text": "NO, still loading"}}]}},
+            ],
+        }
+    )
+
+
+@pytest.mark.e2e
+async def test_the_webvoyager_agent_waits_five_seconds(site: str, shared_browser) -> None:
+    """WebVoyager's Wait sleeps 5 s (A webvoyager/run.py l.669-670): a page that is ready 4.5 s after
+    it loads is ready when the agent looks again (browser-use's own wait, 3 s asked, sleeps 2)."""
+    upstream = {**profile_rules("upstream").gui_agent(), **NO_WAITS}
+    async with ScriptedServer(waits_then_answers()) as server:
+        settings = await scripted_agent(server, shared_browser, **upstream)
+        run = await run_gui_agent(url=site + "slow.html", task="Look at the scores.", settings=settings)
+    assert run.stopped_reason == "done", run.errors
+    assert (run.final_answer, [r.rule_index for r in server.requests]) == ("YES", [1, 0])
+    assert [a.name for a in run.actions] == ["wait", "done"]

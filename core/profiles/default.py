@@ -56,8 +56,7 @@ RULES = ProfileRules(
     gui_click_before_typing_s=None,  # browser-use's typing: the field is focused, not clicked
     gui_enter_after_typing_s=None,  # browser-use's typing: Enter is an action the agent chooses
     gui_webvoyager_start=False,  # the page as it loaded: nothing clicked, its key handlers its own
-    gui_click_in_same_tab=False,  # browser-use's click: a link meant for a new tab opens one, followed there
-    gui_scroll_as_webvoyager=False,  # browser-use's scroll: by pages of the viewport, as the model asks
+    gui_webvoyager_actions=False,  # browser-use's actions, with their own parameters (scroll by pages, ...)
     loop_governor=True,
     replay_tests=True,
 )

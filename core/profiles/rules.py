@@ -52,8 +52,7 @@ class GuiAgentRules(TypedDict):
     click_before_typing_s: float | None
     enter_after_typing_s: float | None
     webvoyager_start: bool
-    click_in_same_tab: bool
-    scroll_as_webvoyager: bool
+    webvoyager_actions: bool
 
 
 @dataclass(frozen=True)
@@ -183,14 +182,12 @@ class ProfileRules:
     # it types as WebVoyager), before the wait after loading: a control at the viewport's centre is
     # clicked, and a page's own key handler set that way no longer runs. False: the page as it loaded.
     gui_webvoyager_start: bool
-    # Before each click the GUI agent sets the clicked element's target to _self, so that a link
-    # meant for a new tab opens in the agent's own tab (its history kept: going back returns);
-    # False: browser-use's click, where such a link opens a new tab and the agent follows it there.
-    gui_click_in_same_tab: bool
-    # The GUI agent's scroll is WebVoyager's: the window by two thirds of its height, or an element
-    # focused and Alt with an arrow key pressed on it, a direction the only choice; False:
-    # browser-use's scroll by pages of the viewport, as many as the model asks for.
-    gui_scroll_as_webvoyager: bool
+    # The GUI agent's actions are WebVoyager's, and only those: click (the element's target set to
+    # _self first, so a link meant for a new tab opens in the agent's tab), type (as the typing rules
+    # above say), scroll (the window by two thirds of its height, or Alt and an arrow key on a focused
+    # element), wait (5 s), go back, and the answer. False: browser-use's actions (less those that
+    # reach files, search engines or other pages' text), with their own parameters.
+    gui_webvoyager_actions: bool
 
     # A run that revisits a file tree or whose score stalls for ``stall_steps`` steps goes back to its
     # best step once, then stops (core/governor.py); else it spends its step budget.
@@ -213,8 +210,7 @@ class ProfileRules:
             "click_before_typing_s": self.gui_click_before_typing_s,
             "enter_after_typing_s": self.gui_enter_after_typing_s,
             "webvoyager_start": self.gui_webvoyager_start,
-            "click_in_same_tab": self.gui_click_in_same_tab,
-            "scroll_as_webvoyager": self.gui_scroll_as_webvoyager,
+            "webvoyager_actions": self.gui_webvoyager_actions,
         }
 
     def environment(self, name: EnvironmentName) -> EnvironmentRules:

@@ -96,11 +96,10 @@ RULES = ProfileRules(
     # over), then the guard against the space key on window.onkeydown, then the 5 s wait; the typing
     # guard (text, textarea and search boxes spared) before each typing, l.410-415.
     gui_webvoyager_start=True,
-    # A webvoyager/run.py 377-380: every click sets the element's target to _self first.
-    gui_click_in_same_tab=True,
-    # A webvoyager/run.py 422-451: the window scrolled by window_height * 2 // 3, or an element focused
-    # and Alt+ArrowDown / Alt+ArrowUp pressed on it.
-    gui_scroll_as_webvoyager=True,
+    # A webvoyager/run.py 377-451, 631-708: Click (target set to _self first), Type, Scroll (the window
+    # by window_height * 2 // 3, or Alt+ArrowDown / Alt+ArrowUp on a focused element), Wait (5 s),
+    # GoBack, Google and ANSWER; Google leaves the site, which the agent may not, so it is not offered.
+    gui_webvoyager_actions=True,
     loop_governor=False,  # WebGen-Agent runs until finish or max_steps
     replay_tests=False,
 )

@@ -46,11 +46,7 @@ from webgen_agent.tools.gui_agent.steps import (
     why_stopped,
 )
 from webgen_agent.tools.gui_agent.views import GuiAgentSettings, GuiRun
-from webgen_agent.tools.gui_agent.webvoyager_actions import (
-    click_in_same_tab,
-    scroll_as_webvoyager,
-    type_as_webvoyager,
-)
+from webgen_agent.tools.gui_agent.webvoyager_actions import act_as_webvoyager, type_as_webvoyager
 from webgen_agent.tools.gui_agent.webvoyager_page import start_as_webvoyager
 from webgen_agent.tools.models import http_client_errors, shared_http_client, spend
 
@@ -302,7 +298,8 @@ def _browser_session(url: str, cdp_url: str, viewport: tuple[int, int], run_file
 
 
 def agent_tools(settings: GuiAgentSettings) -> Tools:
-    """The actions the agent may take: browser-use's, less ``EXCLUDED_ACTIONS``, typing as the settings ask."""
+    """The actions the agent may take: browser-use's, less ``EXCLUDED_ACTIONS``, or WebVoyager's
+    (``webvoyager_actions``); typing as the settings ask."""
     import_browser_use()
     from browser_use.tools.service import Tools
 
@@ -314,10 +311,8 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
             enter_pause_s=settings.enter_after_typing_s,
             space_guard=settings.webvoyager_start,
         )
-    if settings.click_in_same_tab:
-        click_in_same_tab(tools)
-    if settings.scroll_as_webvoyager:
-        scroll_as_webvoyager(tools, window_height=settings.viewport[1])
+    if settings.webvoyager_actions:
+        act_as_webvoyager(tools, window_height=settings.viewport[1])
     return tools
 
 
@@ -357,8 +352,11 @@ def _build_agent(
         enable_planning=False,
         message_compaction=False,
         directly_open_url=False,
-        # A prepared session already shows the site.
-        initial_actions=None if prepared is not None else [{"navigate": {"url": spec.url, "new_tab": False}}],
+        # A prepared session already shows the site; so does one WebVoyager's actions start on (they
+        # offer no navigate action to take first: ``_run`` opens the page).
+        initial_actions=None
+        if prepared is not None or settings.webvoyager_actions
+        else [{"navigate": {"url": spec.url, "new_tab": False}}],
         llm_timeout=settings.llm_timeout,
         step_timeout=settings.step_timeout,
         file_system_path=str(run_files.files / "agent"),
@@ -403,11 +401,17 @@ async def _run(
         webvoyager_start=settings.webvoyager_start and prepared is None,  # a prepared one made it
     )
     on_step_start, on_step_end = step_hooks(budget)
-    # max_steps = max_actions: every step takes at least one action, and browser-use offers only
-    # "done" on its last step, so the agent gets a chance to answer within the budget.
-    run_task = asyncio.create_task(
-        agent.run(max_steps=settings.max_actions, on_step_start=on_step_start, on_step_end=on_step_end)
-    )
+
+    async def opened_then_run() -> Any:
+        if prepared is None and settings.webvoyager_actions:  # no initial navigate action: open it here
+            await agent.browser_session.start()
+            await agent.browser_session.navigate_to(spec.url)
+            budget.loaded_at = time.monotonic()
+        # max_steps = max_actions: every step takes at least one action, and browser-use offers only
+        # "done" on its last step, so the agent gets a chance to answer within the budget.
+        return await agent.run(max_steps=settings.max_actions, on_step_start=on_step_start, on_step_end=on_step_end)
+
+    run_task = asyncio.create_task(opened_then_run())
     errors: list[str] = []
     timed_out = False
     try:

@@ -84,15 +84,11 @@ class GuiAgentSettings(BaseModel):
         "on window.onkeydown, as WebVoyager does before its first look (and the typing guard before each "
         "typing, when typing as WebVoyager); False: the page as it loaded.",
     )
-    click_in_same_tab: bool = Field(
+    webvoyager_actions: bool = Field(
         default=False,
-        description="Before each click, set the clicked element's target to _self, as WebVoyager does: a link "
-        "meant for a new tab opens in the agent's own tab (False: browser-use's click, which follows the new tab).",
-    )
-    scroll_as_webvoyager: bool = Field(
-        default=False,
-        description="Scroll as WebVoyager does: the window by two thirds of the viewport's height, or an element "
-        "focused and Alt with an arrow key pressed on it (False: browser-use's scroll by pages).",
+        description="WebVoyager's actions only: click (the element's target set to _self first), type, scroll (two "
+        "thirds of the viewport, or Alt and an arrow key on a focused element), wait (5 s), go back and the "
+        "answer (False: browser-use's actions, less EXCLUDED_ACTIONS).",
     )
     max_failures: int | None = Field(
         default=3,

@@ -1,7 +1,8 @@
-"""WebVoyager's actions, made of browser-use's: what the upstream profile's GUI agent does when it
-types, clicks and scrolls (A ``webvoyager/run.py`` 377-451; WebGen-RL's and WebGen-Bench's copies are
-the same). Each wraps an action of a browser-use ``Tools`` before an agent is built on it, and is
-asked for by a setting of ``GuiAgentSettings`` (the profile's rules).
+"""WebVoyager's actions, made of browser-use's: what the upstream profile's GUI agent may do and how
+it types, clicks, scrolls and waits (A ``webvoyager/run.py`` 377-451, 631-708; WebGen-RL's and
+WebGen-Bench's copies are the same). Each changes a browser-use ``Tools`` before an agent is built on
+it, as ``GuiAgentSettings`` asks (the profile's rules): ``type_as_webvoyager`` for typing,
+``act_as_webvoyager`` for the rest.
 """
 
 from __future__ import annotations
@@ -95,6 +96,46 @@ def type_as_webvoyager(
     registered.function = functools.wraps(typing)(typed_as_webvoyager)
     if enter_pause_s is not None:
         registered.description = f"{registered.description} {ENTER_AFTER_TYPING}"
+
+
+# WebVoyager's actions as browser-use names them: Click, Type, Scroll, Wait, GoBack and ANSWER. Its
+# Google (a visit to google.com) is not offered: the agent may not leave the site.
+WEBVOYAGER_ACTIONS = ("click", "input", "scroll", "wait", "go_back", "done")
+WEBVOYAGER_WAIT_S = 5.0  # A webvoyager/run.py 669-670
+
+
+def act_as_webvoyager(tools: Any, *, window_height: int) -> None:
+    """Leave ``tools`` (a browser-use ``Tools``) WebVoyager's actions only (``WEBVOYAGER_ACTIONS``; no
+    JavaScript, page search, key presses, tabs, dropdown helpers or visits to a URL), each taken as
+    WebVoyager takes it: clicks in the same tab, its scroll and its 5 s wait."""
+    check_browser_use_version()
+    for name in list(tools.registry.registry.actions):
+        if name not in WEBVOYAGER_ACTIONS:
+            tools.registry.exclude_action(name)
+    missing = set(WEBVOYAGER_ACTIONS) - set(tools.registry.registry.actions)
+    if missing:
+        raise UnsupportedBrowserUse(f"browser-use has no {', '.join(sorted(missing))} action to make WebVoyager's")
+    click_in_same_tab(tools)
+    scroll_as_webvoyager(tools, window_height=window_height)
+    wait_as_webvoyager(tools)
+
+
+def wait_as_webvoyager(tools: Any) -> None:
+    """Make the wait action of ``tools`` WebVoyager's Wait: ``WEBVOYAGER_WAIT_S`` seconds, no choice of
+    how long (browser-use's takes a number of seconds and sleeps one less)."""
+    from browser_use.agent.views import ActionResult
+    from browser_use.tools.views import NoParamsAction
+
+    registered = tools.registry.registry.actions["wait"]
+
+    async def waited_as_webvoyager(**_: Any) -> Any:
+        await asyncio.sleep(WEBVOYAGER_WAIT_S)
+        said = f"Waited for {WEBVOYAGER_WAIT_S:g} seconds"
+        return ActionResult(extracted_content=said, long_term_memory=said)
+
+    registered.function = waited_as_webvoyager
+    registered.param_model = NoParamsAction
+    registered.description = f"Wait {WEBVOYAGER_WAIT_S:g} seconds."
 
 
 def click_in_same_tab(tools: Any) -> None:

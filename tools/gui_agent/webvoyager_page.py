@@ -4,11 +4,12 @@ Once the page has loaded it clicks the page's body (Selenium's click of the ``<b
 failure passed over) and sets a guard against the space key on ``window.onkeydown``, which replaces
 the page's own handler set there; before each typing it sets the guard again, search boxes spared
 too (A ``webvoyager/run.py`` l.502-510 and l.410-415; WebGen-RL's and WebGen-Bench's copies do the
-same). The profile's ``gui_webvoyager_start`` asks for it. Before each click it sets the clicked
-element's ``target`` to ``_self`` (l.377-380), so a link meant for a new tab opens in its own tab
-(the profile's ``gui_click_in_same_tab``); its Scroll moves the window by two thirds of its height,
-or focuses an element and presses Alt and an arrow key on it (l.422-451, the profile's
-``gui_scroll_as_webvoyager``). The agent's other actions are browser-use's.
+same). The profile's ``gui_webvoyager_start`` asks for it.
+
+Its actions act on the page too: before each click it sets the clicked element's ``target`` to
+``_self`` (l.377-380), so a link meant for a new tab opens in the agent's own tab; its Scroll moves
+the window by two thirds of its height, or focuses an element and presses Alt and an arrow key on it
+(l.422-451). The profile's ``gui_webvoyager_actions`` asks for them (``webvoyager_actions.py``).
 """
 
 from __future__ import annotations
