@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from webgen_agent.apps.scripted.server import ScriptedServer
-from webgen_agent.tools.gui_agent import GuiAgentSettings
+from webgen_agent.apps.scripted.views import Scenario
+from webgen_agent.tools.gui_agent import GuiAgentSettings, run_gui_agent
 
 # WebVoyager's waits before each read of the page, off where a test is about something else (they have
 # a test of their own).
@@ -55,3 +56,18 @@ async def scripted_agent(server: ScriptedServer, shared_browser: Any, **rules: A
         timeout_s=240,
         **rules,
     )
+
+
+async def answers_with_and_without(
+    rule: str, scenario: Scenario, shared_browser: Any, *, url: str, task: str, **rules: Any
+) -> dict[bool, tuple[str, list[int]]]:
+    """The agent's answer, and the scenario rules that answered its requests, with the setting ``rule``
+    on and off (``rules`` beside); each run must end with an answer."""
+    answers = {}
+    for on in (True, False):
+        async with ScriptedServer(scenario) as server:
+            settings = await scripted_agent(server, shared_browser, **{**rules, rule: on})
+            run = await run_gui_agent(url=url, task=task, settings=settings)
+        assert run.stopped_reason == "done", run.errors
+        answers[on] = (run.final_answer or "", [r.rule_index for r in server.requests])
+    return answers

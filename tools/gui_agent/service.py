@@ -304,12 +304,14 @@ def agent_tools(settings: GuiAgentSettings) -> Tools:
     from browser_use.tools.service import Tools
 
     tools: Tools = Tools(exclude_actions=list(EXCLUDED_ACTIONS))
-    if settings.click_before_typing_s is not None or settings.enter_after_typing_s is not None:
+    typing_rules = (settings.click_before_typing_s, settings.enter_after_typing_s)
+    if settings.webvoyager_actions or typing_rules != (None, None):
         type_as_webvoyager(
             tools,
             click_pause_s=settings.click_before_typing_s,
             enter_pause_s=settings.enter_after_typing_s,
             space_guard=settings.webvoyager_start,
+            selenium_keys=settings.webvoyager_actions,
         )
     if settings.webvoyager_actions:
         act_as_webvoyager(tools, window_height=settings.viewport[1])

@@ -20,6 +20,7 @@ from webgen_agent.tools.gui_agent.webvoyager_page import (
     open_in_same_tab,
     scroll_element,
     scroll_window,
+    type_keys,
 )
 
 # What WebVoyager's system prompt says of its Type action, added to the input action's description.
@@ -39,7 +40,12 @@ def not_a_text_box_note(tag: str, attributes: dict[str, str]) -> str | None:
 
 
 def type_as_webvoyager(
-    tools: Any, *, click_pause_s: float | None, enter_pause_s: float | None, space_guard: bool = False
+    tools: Any,
+    *,
+    click_pause_s: float | None,
+    enter_pause_s: float | None,
+    space_guard: bool = False,
+    selenium_keys: bool = False,
 ) -> None:
     """Make the input action of ``tools`` (a browser-use ``Tools``, before an agent is built on it)
     type as WebVoyager's Type does (A webvoyager/run.py 383-419): a click on the field and
@@ -49,7 +55,9 @@ def type_as_webvoyager(
     so, as WebVoyager's system prompt does. None leaves that part browser-use's. Typing into what
     may not be a text box adds WebVoyager's note to the action's result (``not_a_text_box_note``).
     ``space_guard``: WebVoyager's typing guard against the space key is set first (``webvoyager_page``).
-    An index that names no element is left to browser-use's own answer, with nothing clicked or
+    ``selenium_keys``: the field is cleared (browser-use's clearing), then the text is typed as
+    Selenium types it (``type_keys``), so a key the page prevents (the guard's space) is not typed;
+    WebVoyager always clears first, so the action's ``clear`` is not read. An index that names no element is left to browser-use's own answer, with nothing clicked or
     pressed."""
     check_browser_use_version()
     from browser_use.agent.views import ActionResult
@@ -78,10 +86,21 @@ def type_as_webvoyager(
             except Exception as exc:  # WebVoyager's click failing fails its Type: the agent is told
                 return ActionResult(error=f"Clicking the field before typing failed: {type(exc).__name__}: {exc}")
             await asyncio.sleep(click_pause_s)
-        result = await typing(**kwargs)
-        if result.error is not None:
-            return result
-        said = result.extracted_content
+        if selenium_keys:
+            params = kwargs["params"]
+            result = await typing(**{**kwargs, "params": params.model_copy(update={"text": "", "clear": True})})
+            if result.error is not None:
+                return result
+            try:
+                await type_keys(session, params.text)
+            except Exception as exc:
+                return ActionResult(error=f"Typing failed: {type(exc).__name__}: {exc}")
+            said = f"Typed '{params.text}'"
+        else:
+            result = await typing(**kwargs)
+            if result.error is not None:
+                return result
+            said = result.extracted_content
         if enter_pause_s is not None:
             await asyncio.sleep(enter_pause_s)
             try:

@@ -130,3 +130,39 @@ async def scroll_element(session: Any, node: Any, *, down: bool) -> None:
         {"type": "keyUp", **_ALT, "modifiers": 0},
     ):
         await cdp.cdp_client.send.Input.dispatchKeyEvent(params=event, session_id=cdp.session_id)
+
+
+def _key_of(char: str) -> dict[str, Any]:
+    """The key a US keyboard types ``char`` with, as CDP names it (key, code, virtual key code, Shift).
+    Written here: browser-use keeps its table private, and Playwright's is in its JavaScript."""
+    if char == " ":
+        return {"key": " ", "code": "Space", "windowsVirtualKeyCode": 32}
+    if char.isascii() and char.isalpha():
+        return {
+            "key": char,
+            "code": f"Key{char.upper()}",
+            "windowsVirtualKeyCode": ord(char.upper()),
+            "modifiers": 8 if char.isupper() else 0,
+        }
+    if char.isascii() and char.isdigit():
+        return {"key": char, "code": f"Digit{char}", "windowsVirtualKeyCode": ord(char)}
+    return {"key": char}
+
+
+async def type_keys(session: Any, text: str) -> None:
+    """Type ``text`` into the focused element of the page ``session`` shows as Selenium's send_keys
+    does: each character one key press whose keydown carries its text, so a page that prevents the
+    keydown (WebVoyager's guard against the space key, a field that filters keys) stops the character
+    as it stops Selenium's; a newline is the Enter key. (browser-use sends the text in an event of its
+    own after the keydown, which no handler can prevent.)"""
+    cdp = await session.get_or_create_cdp_session()
+    for char in text:
+        if char == "\n":
+            key = {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13}
+            typed = "\r"
+        else:
+            key, typed = _key_of(char), char
+        await cdp.cdp_client.send.Input.dispatchKeyEvent(
+            params={"type": "keyDown", **key, "text": typed, "unmodifiedText": typed}, session_id=cdp.session_id
+        )
+        await cdp.cdp_client.send.Input.dispatchKeyEvent(params={"type": "keyUp", **key}, session_id=cdp.session_id)
