@@ -57,8 +57,8 @@ def type_as_webvoyager(
     ``space_guard``: WebVoyager's typing guard against the space key is set first (``webvoyager_page``).
     ``selenium_keys``: the field is cleared (browser-use's clearing), then the text is typed as
     Selenium types it (``type_keys``), so a key the page prevents (the guard's space) is not typed;
-    WebVoyager always clears first, so the action's ``clear`` is not read. An index that names no element is left to browser-use's own answer, with nothing clicked or
-    pressed."""
+    WebVoyager always clears first, so the action's ``clear`` is not read. An index that names no
+    element is left to browser-use's own answer, with nothing clicked or pressed."""
     check_browser_use_version()
     from browser_use.agent.views import ActionResult
     from browser_use.browser.events import ClickElementEvent, SendKeysEvent

@@ -82,18 +82,25 @@ async def guard_before_typing(session: Any) -> None:
 _TARGET_SELF = "function () { this.setAttribute('target', '_self'); }"
 
 
+async def _call_on(session: Any, node: Any, declaration: str) -> Any:
+    """Call ``declaration`` (a JavaScript function) with ``node``, an element of the page ``session``
+    shows, as ``this``; the DevTools session of the node's frame is returned, for what follows."""
+    cdp = await session.cdp_client_for_node(node)
+    resolved = await cdp.cdp_client.send.DOM.resolveNode(
+        params={"backendNodeId": node.backend_node_id}, session_id=cdp.session_id
+    )
+    await cdp.cdp_client.send.Runtime.callFunctionOn(
+        params={"functionDeclaration": declaration, "objectId": resolved["object"]["objectId"]},
+        session_id=cdp.session_id,
+    )
+    return cdp
+
+
 async def open_in_same_tab(session: Any, node: Any) -> None:
     """Set the ``target`` of ``node`` (an element of the page ``session`` shows) to ``_self``, as
     WebVoyager does before each click. Never raises: the click goes on, as upstream's would."""
     try:
-        cdp = await session.cdp_client_for_node(node)
-        resolved = await cdp.cdp_client.send.DOM.resolveNode(
-            params={"backendNodeId": node.backend_node_id}, session_id=cdp.session_id
-        )
-        await cdp.cdp_client.send.Runtime.callFunctionOn(
-            params={"functionDeclaration": _TARGET_SELF, "objectId": resolved["object"]["objectId"]},
-            session_id=cdp.session_id,
-        )
+        await _call_on(session, node, _TARGET_SELF)
     except Exception as exc:
         logger.debug("Setting the clicked element's target failed: %s", exc)
 
@@ -113,14 +120,7 @@ async def scroll_window(session: Any, pixels: int) -> None:
 async def scroll_element(session: Any, node: Any, *, down: bool) -> None:
     """Focus ``node`` and press Alt+ArrowDown (``down``) or Alt+ArrowUp on it, as WebVoyager scrolls an
     element. Raises as upstream's does when the element cannot be focused or keys cannot be sent."""
-    cdp = await session.cdp_client_for_node(node)
-    resolved = await cdp.cdp_client.send.DOM.resolveNode(
-        params={"backendNodeId": node.backend_node_id}, session_id=cdp.session_id
-    )
-    await cdp.cdp_client.send.Runtime.callFunctionOn(
-        params={"functionDeclaration": "function () { this.focus(); }", "objectId": resolved["object"]["objectId"]},
-        session_id=cdp.session_id,
-    )
+    cdp = await _call_on(session, node, "function () { this.focus(); }")
     key, code = _ARROWS[down]
     arrow = {"key": key, "code": key, "windowsVirtualKeyCode": code, "modifiers": 1}
     for event in (
